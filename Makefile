@@ -1,0 +1,52 @@
+# Two entry points, both safe on a fresh clone: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STORE_DIR ?= $(CURDIR)/.store
+ARGS ?=
+
+.PHONY: run test lint typecheck unit soak bench clean install-run install-test test-container
+
+$(PY):
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# Stamps re-run the install whenever the project metadata or the pins change.
+$(VENV)/.run-installed: pyproject.toml constraints.txt | $(PY)
+	$(PIP) install -q -c constraints.txt -e .
+	touch $@
+
+$(VENV)/.test-installed: pyproject.toml constraints.txt | $(PY)
+	$(PIP) install -q -c constraints.txt -e '.[test,spark,bench]'
+	touch $@ $(VENV)/.run-installed
+
+install-run: $(VENV)/.run-installed
+install-test: $(VENV)/.test-installed
+
+run: install-run
+	$(VENV)/bin/rmq-broker serve --listen 127.0.0.1:10911 --store-dir $(STORE_DIR) \
+		--flush-disk-type ASYNC_FLUSH $(ARGS)
+
+lint: install-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install-test
+	$(VENV)/bin/mypy --strict
+
+unit: install-test
+	$(PY) -m pytest $(ARGS)
+
+test: lint typecheck unit
+
+soak: install-test
+	RMQ_SOAK=1 $(PY) -m pytest tests/integration -m slow $(ARGS)
+
+bench: install-test
+	$(PY) bench/codec.py
+	$(PY) bench/store.py
+
+clean:
+	rm -rf $(VENV) .store .mypy_cache .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""Request processors, registered by request code."""
