@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print their figures (run as `python bench/<name>.py` or `python -m bench.<name>`)."""

@@ -1,0 +1,117 @@
+"""Store configuration: `MessageStoreConfig` (RocketMQ 4.9 `MessageStoreConfig` in snake_case).
+
+Owns the store's tunables and their validation; built once by the broker and passed down. Knows
+no environment variables, files or flags: `broker/config.py` layers those.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, fields
+from typing import Final
+
+GIB: Final = 1 << 30
+MIB: Final = 1 << 20
+OS_PAGE_SIZE: Final = 4096
+
+
+class FlushDiskType(enum.Enum):
+    """When a put is acknowledged: after the append (ASYNC) or after a flush covered it (SYNC)."""
+
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+class BrokerRole(enum.Enum):
+    """The broker's replication role; a SLAVE refuses puts."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStoreConfig:
+    """Every knob of the commit-log store; defaults are RocketMQ 4.9.7's."""
+
+    store_path_root_dir: str = os.path.join(os.path.expanduser("~"), "store")
+    mapped_file_size_commit_log: int = GIB
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    sync_flush_timeout_ms: int = 5000
+    flush_interval_commit_log_ms: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval_ms: int = 10000
+    flush_commit_log_timed: bool = True
+    commit_interval_commit_log_ms: int = 200
+    commit_commit_log_least_pages: int = 4
+    commit_commit_log_thorough_interval_ms: int = 200
+    transient_store_pool_enable: bool = False
+    transient_store_pool_size: int = 5
+    max_message_size: int = 4 * MIB
+    os_page_cache_busy_timeout_ms: int = 1000
+    disk_max_used_space_ratio: int = 75
+    disk_space_warning_level_ratio: float = 0.90
+    disk_check_interval_ms: int = 10000
+    check_crc_on_recover: bool = True
+    recover_truncate_corrupt: bool = False
+    warm_mapped_file_enable: bool = False
+    put_queue_capacity: int = 10000
+    max_group_size: int = 512
+    slow_put_threshold_ms: int = 500
+    allocate_retry_interval_ms: int = 1000
+    checkpoint_interval_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+                raise ValueError(f"{f.name} must not be negative, got {value}")
+        if not self.store_path_root_dir:
+            raise ValueError("store_path_root_dir must not be empty")
+        size = self.mapped_file_size_commit_log
+        if size < OS_PAGE_SIZE or size % OS_PAGE_SIZE:
+            raise ValueError(f"mapped_file_size_commit_log must be a multiple of 4096, got {size}")
+        if size >= 1 << 31:
+            raise ValueError("mapped_file_size_commit_log must fit a Java int (< 2 GiB)")
+        self._check_positive(
+            "sync_flush_timeout_ms",
+            "flush_interval_commit_log_ms",
+            "commit_interval_commit_log_ms",
+            "max_message_size",
+            "put_queue_capacity",
+            "max_group_size",
+            "transient_store_pool_size",
+            "disk_check_interval_ms",
+            "allocate_retry_interval_ms",
+            "checkpoint_interval_ms",
+        )
+        if not 10 <= self.disk_max_used_space_ratio <= 95:
+            raise ValueError("disk_max_used_space_ratio must be within 10..95")
+        if not 0.0 < self.disk_space_warning_level_ratio <= 1.0:
+            raise ValueError("disk_space_warning_level_ratio must be within (0, 1]")
+        if not isinstance(self.flush_disk_type, FlushDiskType):
+            raise ValueError(
+                f"flush_disk_type must be a FlushDiskType, got {self.flush_disk_type!r}"
+            )
+        if not isinstance(self.broker_role, BrokerRole):
+            raise ValueError(f"broker_role must be a BrokerRole, got {self.broker_role!r}")
+
+    def _check_positive(self, *names: str) -> None:
+        for name in names:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def store_path_commit_log(self) -> str:
+        return os.path.join(self.store_path_root_dir, "commitlog")
+
+    @property
+    def transient_store_pool_effective(self) -> bool:
+        """The write-buffer mode runs only with ASYNC_FLUSH on a master (RocketMQ's rule)."""
+        return (
+            self.transient_store_pool_enable
+            and self.flush_disk_type is FlushDiskType.ASYNC_FLUSH
+            and self.broker_role is not BrokerRole.SLAVE
+        )

@@ -1,0 +1,426 @@
+"""The commit-log record layout of RocketMQ 4.9 (`CommitLog.DefaultAppendMessageCallback`,
+`CommitLog.checkMessageAndReturnSize`, `MessageDecoder`): encode, decode, validate.
+
+Owns bytes only: no files, no clock. All integers big-endian signed. Layout (IPv4 hosts, b = s = 8;
+an IPv6 host is 20 bytes and shifts every later field):
+
+    0   TOTALSIZE            int32
+    4   MAGICCODE            int32   MESSAGE_MAGIC_CODE
+    8   BODYCRC              int32   zlib.crc32(body) & 0x7FFFFFFF
+    12  QUEUEID              int32
+    16  FLAG                 int32
+    20  QUEUEOFFSET          int64   patched by the writer
+    28  PHYSICALOFFSET       int64   patched by the writer
+    36  SYSFLAG              int32
+    40  BORNTIMESTAMP        int64
+    48  BORNHOST             b bytes (address + int32 port)
+    48+b STORETIMESTAMP      int64   patched by the writer
+    56+b STOREHOSTADDRESS    s bytes
+    56+b+s RECONSUMETIMES    int32
+    60+b+s PREPARED TX OFFSET int64
+    68+b+s BODY length int32, body; TOPIC length int8, topic; PROPERTIES length int16, properties
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Final
+
+from store.message import (
+    BORNHOST_V6_FLAG,
+    STOREHOSTADDRESS_V6_FLAG,
+    MessageExtBrokerInner,
+    decode_host,
+    encode_host,
+    enters_consume_queue,
+)
+from store.status import AppendMessageStatus
+
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+MESSAGE_MAGIC_CODE: Final = -626843481  # 0xDAA320A7
+MESSAGE_MAGIC_CODE_V2: Final = -626843477  # 5.x, int16 topic length; recognised, never written
+BLANK_MAGIC_CODE: Final = -875286124  # 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH: Final = 8
+MAX_TOPIC_BYTES: Final = 127
+MAX_PROPERTIES_BYTES: Final = 32767
+RECORD_OVERHEAD_BYTES: Final = 64 * 1024  # a record may exceed max_message_size by this much
+
+MAGIC_BYTES: Final = struct.pack(">i", MESSAGE_MAGIC_CODE)
+BLANK_RECORD_HEADER: Final = struct.Struct(">ii")  # TOTALSIZE, BLANK_MAGIC_CODE
+SIZE_MAGIC: Final = struct.Struct(">ii")
+INT32: Final = struct.Struct(">i")
+INT64: Final = struct.Struct(">q")
+QUEUE_AND_PHYSICAL_OFFSET: Final = struct.Struct(">qq")
+
+TOTALSIZE_POS: Final = 0
+MAGIC_POS: Final = 4
+BODYCRC_POS: Final = 8
+QUEUEID_POS: Final = 12
+FLAG_POS: Final = 16
+QUEUEOFFSET_POS: Final = 20
+PHYSICALOFFSET_POS: Final = 28
+SYSFLAG_POS: Final = 36
+BORNTIMESTAMP_POS: Final = 40
+BORNHOST_POS: Final = 48
+IPV4_HOST_SIZE: Final = 8
+IPV6_HOST_SIZE: Final = 20
+
+
+def _header_struct(born_size: int, store_size: int) -> struct.Struct:
+    return struct.Struct(
+        ">"
+        "i"  # TOTALSIZE
+        "i"  # MAGICCODE
+        "i"  # BODYCRC
+        "i"  # QUEUEID
+        "i"  # FLAG
+        "q"  # QUEUEOFFSET
+        "q"  # PHYSICALOFFSET
+        "i"  # SYSFLAG
+        "q"  # BORNTIMESTAMP
+        f"{born_size}s"  # BORNHOST
+        "q"  # STORETIMESTAMP
+        f"{store_size}s"  # STOREHOSTADDRESS
+        "i"  # RECONSUMETIMES
+        "q"  # PREPARED TRANSACTION OFFSET
+        "i"  # BODY length
+    )
+
+
+# Keyed by (born host is IPv6, store host is IPv6).
+HEADER_STRUCTS: Final = {
+    (b6, s6): _header_struct(
+        IPV6_HOST_SIZE if b6 else IPV4_HOST_SIZE, IPV6_HOST_SIZE if s6 else IPV4_HOST_SIZE
+    )
+    for b6 in (False, True)
+    for s6 in (False, True)
+}
+HEADER_V4: Final = HEADER_STRUCTS[(False, False)]
+assert HEADER_V4.size == 88  # 68 + b + s, then the int32 body length (b = s = 8)
+assert struct.calcsize(">iiiiiqq") == SYSFLAG_POS
+
+
+def host_sizes(sys_flag: int) -> tuple[int, int]:
+    """(born host size, store host size) selected by sysFlag bits 4 and 5."""
+    born = IPV6_HOST_SIZE if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_SIZE
+    store = IPV6_HOST_SIZE if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_SIZE
+    return born, store
+
+
+def store_timestamp_pos(sys_flag: int) -> int:
+    return BORNHOST_POS + host_sizes(sys_flag)[0]
+
+
+def cal_msg_length(
+    sys_flag: int, body_length: int, topic_length: int, properties_length: int
+) -> int:
+    """RocketMQ `calMsgLength`: 75 + b + s + B + T + P (91 + B + T + P for IPv4 hosts)."""
+    born, store = host_sizes(sys_flag)
+    return 75 + born + store + max(body_length, 0) + topic_length + max(properties_length, 0)
+
+
+def body_crc(body: bytes) -> int:
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+@dataclass(slots=True)  # not frozen: built once per put on the hot path, never mutated
+class EncodedBatch:
+    """One or more consecutive records, encoded in the caller's task, ready for the writer.
+
+    `records` holds each record's (start, STORETIMESTAMP position) relative to `data`; the writer
+    patches QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP after copying `data` into a segment.
+    """
+
+    data: bytes
+    records: tuple[tuple[int, int], ...]
+    topic_queue_key: str
+    enters_consume_queue: bool
+    store_host_bytes: bytes
+
+    @property
+    def total_size(self) -> int:
+        return len(self.data)
+
+    @property
+    def msg_num(self) -> int:
+        return len(self.records)
+
+
+def encode_record(
+    msg: MessageExtBrokerInner, store_timestamp: int, max_message_size: int
+) -> tuple[bytes, int] | AppendMessageStatus:
+    """(record bytes with offsets 0, STORETIMESTAMP position) or why it cannot be stored.
+
+    PROPERTIES_SIZE_EXCEEDED: properties over 32767 UTF-8 bytes. MESSAGE_SIZE_EXCEEDED: body over
+    `max_message_size`, topic over 127 bytes, or the record over `max_message_size` + 64 KiB.
+    Raises ValueError for a host that is not an IP address (a broker bug, not peer input).
+    """
+    body = msg.body
+    topic_bytes = topic_field(msg.topic)
+    properties = msg.properties_string.encode()
+    if len(properties) > MAX_PROPERTIES_BYTES:
+        return AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
+    born, born_v6 = encode_host(msg.born_host)
+    store, store_v6 = encode_host(msg.store_host)
+    sys_flag = msg.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    sys_flag |= (BORNHOST_V6_FLAG if born_v6 else 0) | (STOREHOSTADDRESS_V6_FLAG if store_v6 else 0)
+    # cal_msg_length inlined: 75 + b + s + B + T + P, the topic field holding 1 + T bytes.
+    length = 74 + len(born) + len(store) + len(body) + len(topic_bytes) + len(properties)
+    too_long = len(body) > max_message_size or length > max_message_size + RECORD_OVERHEAD_BYTES
+    if too_long or len(topic_bytes) > MAX_TOPIC_BYTES + 1:
+        return AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
+    header = HEADER_STRUCTS[(born_v6, store_v6)].pack(
+        length,
+        MESSAGE_MAGIC_CODE,
+        zlib.crc32(body) & 0x7FFFFFFF,
+        msg.queue_id,
+        msg.flag,
+        0,
+        0,
+        sys_flag,
+        msg.born_timestamp,
+        born,
+        store_timestamp,
+        store,
+        msg.reconsume_times,
+        msg.prepared_transaction_offset,
+        len(body),
+    )
+    size = len(properties).to_bytes(2, "big")
+    return b"".join((header, body, topic_bytes, size, properties)), BORNHOST_POS + len(born)
+
+
+@lru_cache(maxsize=8192)
+def topic_field(topic: str) -> bytes:
+    """The TOPIC field: int8 length then UTF-8 (a length over 127 is refused by the caller)."""
+    encoded = topic.encode()
+    return bytes((min(len(encoded), 255),)) + encoded
+
+
+def encode_batch(
+    msgs: list[MessageExtBrokerInner], store_timestamp: int, max_message_size: int
+) -> EncodedBatch | AppendMessageStatus:
+    """Consecutive records of one topic and queue; the first failing record's status otherwise."""
+    first = msgs[0]
+    if len(msgs) == 1:
+        encoded = encode_record(first, store_timestamp, max_message_size)
+        if isinstance(encoded, AppendMessageStatus):
+            return encoded
+        return EncodedBatch(
+            encoded[0],
+            ((0, encoded[1]),),
+            f"{first.topic}-{first.queue_id}",
+            enters_consume_queue(first.sys_flag),
+            encode_host(first.store_host)[0],
+        )
+    parts: list[bytes] = []
+    records: list[tuple[int, int]] = []
+    position = 0
+    for msg in msgs:
+        encoded = encode_record(msg, store_timestamp, max_message_size)
+        if isinstance(encoded, AppendMessageStatus):
+            return encoded
+        data, ts_pos = encoded
+        parts.append(data)
+        records.append((position, position + ts_pos))
+        position += len(data)
+    return EncodedBatch(
+        data=parts[0] if len(parts) == 1 else b"".join(parts),
+        records=tuple(records),
+        topic_queue_key=f"{first.topic}-{first.queue_id}",
+        enters_consume_queue=enters_consume_queue(first.sys_flag),
+        store_host_bytes=encode_host(first.store_host)[0],
+    )
+
+
+class RecordFormatError(Exception):
+    """The bytes at `offset` are not a valid record; `reason` says which check failed."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(f"invalid record at physical offset {offset}: {reason}")
+        self.offset = offset
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class CommitLogRecord:
+    """One decoded record. `crc_ok` is None when the CRC was not checked; `body` None if skipped."""
+
+    physical_offset: int
+    total_size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_timestamp: int
+    store_host: tuple[str, int]
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body_crc: int
+    crc_ok: bool | None
+    properties: str
+    body: bytes | None
+
+
+def _header(buf: Buffer, pos: int, limit: int) -> tuple[struct.Struct, tuple[Any, ...]]:
+    """The header struct and fields at `pos`, with magic and sizes checked against `limit`."""
+    if pos + HEADER_V4.size > limit:
+        raise RecordFormatError(pos, "header runs past the end")
+    sys_flag = INT32.unpack_from(buf, pos + SYSFLAG_POS)[0]
+    header = HEADER_STRUCTS[
+        (bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))
+    ]
+    if pos + header.size > limit:
+        raise RecordFormatError(pos, "header runs past the end")
+    return header, header.unpack_from(buf, pos)
+
+
+def decode_record(
+    buf: Buffer,
+    pos: int,
+    *,
+    base_offset: int = 0,
+    include_body: bool = True,
+    verify_crc: bool = True,
+    limit: int | None = None,
+) -> CommitLogRecord:
+    """Decode the MESSAGE record at `pos` of `buf` (a segment starting at `base_offset`).
+
+    Checks magic, TOTALSIZE against `cal_msg_length` and the bytes available up to `limit`.
+    A CRC mismatch is reported in `crc_ok`, not raised. Raises RecordFormatError otherwise.
+    """
+    end = len(buf) if limit is None else limit
+    offset = base_offset + pos
+    header, f = _header(buf, pos, end)
+    total, magic = f[0], f[1]
+    if magic != MESSAGE_MAGIC_CODE:
+        raise RecordFormatError(offset, f"bad magic code {magic & 0xFFFFFFFF:#010x}")
+    if total < header.size + 3 or pos + total > end:
+        raise RecordFormatError(offset, f"total size {total} out of bounds")
+    body_len = f[14]
+    body_start = pos + header.size
+    topic_pos = body_start + body_len
+    if body_len < 0 or topic_pos + 3 > pos + total:
+        raise RecordFormatError(offset, f"body length {body_len} out of bounds")
+    topic_len = buf[topic_pos]
+    props_pos = topic_pos + 1 + topic_len
+    props_len = int.from_bytes(buf[props_pos : props_pos + 2], "big")
+    sys_flag = f[7]
+    if cal_msg_length(sys_flag, body_len, topic_len, props_len) != total:
+        raise RecordFormatError(offset, f"total size {total} does not match the field lengths")
+    body = bytes(buf[body_start:topic_pos]) if include_body or verify_crc else None
+    crc = f[2]
+    crc_ok = (zlib.crc32(body or b"") & 0x7FFFFFFF) == crc if verify_crc else None
+    born, store = f[9], f[11]
+    return CommitLogRecord(
+        physical_offset=f[6],
+        total_size=total,
+        topic=bytes(buf[topic_pos + 1 : props_pos]).decode(errors="replace"),
+        queue_id=f[3],
+        queue_offset=f[5],
+        flag=f[4],
+        sys_flag=sys_flag,
+        born_timestamp=f[8],
+        born_host=decode_host(born),
+        store_timestamp=f[10],
+        store_host=decode_host(store),
+        reconsume_times=f[12],
+        prepared_transaction_offset=f[13],
+        body_crc=crc,
+        crc_ok=crc_ok,
+        properties=bytes(buf[props_pos + 2 : props_pos + 2 + props_len]).decode(errors="replace"),
+        body=body if include_body else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RecordCheck:
+    """RocketMQ `DispatchRequest` in short: size 0 = BLANK (end of segment); not ok = stop."""
+
+    size: int
+    ok: bool
+    topic_queue_key: str = ""
+    queue_offset: int = 0
+    sys_flag: int = 0
+    store_timestamp: int = 0
+    reason: str = ""
+
+
+def check_message_and_return_size(
+    buf: Buffer, pos: int, expected_offset: int, check_crc: bool
+) -> RecordCheck:
+    """Validate the record at `pos` (RocketMQ `checkMessageAndReturnSize`, plus the rule that
+    PHYSICALOFFSET equals the record's own offset `expected_offset`). Never raises."""
+    if pos + 8 > len(buf):
+        return RecordCheck(0, False, reason="no room for a header")
+    total, magic = SIZE_MAGIC.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC_CODE:
+        if total == len(buf) - pos:
+            return RecordCheck(0, True)
+        return RecordCheck(-1, False, reason=f"blank size {total} does not reach the end")
+    if magic != MESSAGE_MAGIC_CODE:
+        return RecordCheck(-1, False, reason="no magic code" if magic == 0 else "bad magic code")
+    try:
+        rec = decode_record(
+            buf, pos, base_offset=expected_offset - pos, include_body=False, verify_crc=check_crc
+        )
+    except (RecordFormatError, ValueError, IndexError) as exc:
+        return RecordCheck(-1, False, reason=str(exc))
+    if rec.physical_offset != expected_offset:
+        return RecordCheck(-1, False, reason=f"physical offset field {rec.physical_offset}")
+    if rec.crc_ok is False:
+        return RecordCheck(-1, False, reason="body CRC mismatch")
+    return RecordCheck(
+        rec.total_size,
+        True,
+        topic_queue_key=f"{rec.topic}-{rec.queue_id}",
+        queue_offset=rec.queue_offset,
+        sys_flag=rec.sys_flag,
+        store_timestamp=rec.store_timestamp,
+    )
+
+
+def find_record_boundary(
+    buf: bytes | bytearray | mmap.mmap,
+    pos: int,
+    base_offset: int,
+    limit: int,
+    *,
+    verify_crc: bool = True,
+) -> int | None:
+    """First position >= `pos` of `buf` (a segment at `base_offset`) holding a valid record.
+
+    A candidate needs the magic code, its own physical offset in PHYSICALOFFSET, consistent sizes
+    and (when `verify_crc`) a matching body CRC; records end before `limit`. None if none is found.
+    """
+    while True:
+        found = buf.find(MAGIC_BYTES, pos + MAGIC_POS, limit)
+        if found < 0:
+            return None
+        start = found - MAGIC_POS
+        if (
+            start + PHYSICALOFFSET_POS + 8 <= limit
+            and INT64.unpack_from(buf, start + PHYSICALOFFSET_POS)[0] == base_offset + start
+        ):
+            try:
+                rec = decode_record(
+                    buf,
+                    start,
+                    base_offset=base_offset,
+                    include_body=False,
+                    verify_crc=verify_crc,
+                    limit=limit,
+                )
+            except (RecordFormatError, ValueError, IndexError):
+                rec = None
+            if rec is not None and rec.crc_ok is not False:
+                return start
+        pos = start + 1

@@ -1,0 +1,161 @@
+"""`CommitLogReader`: records of a store directory, from any process, never past the durable end.
+
+Owns read-only access to the segments for tools and the Spark source. The durable end is the
+store's `flushoffset` file (advanced only after a successful fdatasync, always a record
+boundary); a directory without it (a copied store) ends at the last valid record. Knows no trio
+and never writes. Decoding is `store.format` on the read-only mappings.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+
+from store.checkpoint import read_flush_offset
+from store.format import (
+    BLANK_MAGIC_CODE,
+    SIZE_MAGIC,
+    CommitLogRecord,
+    RecordFormatError,
+    check_message_and_return_size,
+    decode_record,
+    find_record_boundary,
+)
+from store.mapped_file import is_segment_name
+
+
+class CommitLogReader:
+    """Read-only view of `<store_dir>/commitlog`; `close()` releases the mappings."""
+
+    def __init__(self, store_dir: str) -> None:
+        self.store_dir = store_dir
+        self.commitlog_dir = os.path.join(store_dir, "commitlog")
+        self.segments: list[tuple[int, str]] = []
+        self._maps: dict[int, mmap.mmap] = {}
+        self._scanned_end: int | None = None
+        self.refresh()
+        flush_offset = read_flush_offset(store_dir)
+        if flush_offset is not None and flush_offset[2] > 0:
+            self.segment_size = flush_offset[2]
+        elif self.segments:
+            self.segment_size = os.path.getsize(self.segments[0][1])
+        else:
+            self.segment_size = 1 << 30
+
+    def refresh(self) -> None:
+        """Re-list the segments (the store adds new ones while it runs)."""
+        try:
+            names = sorted(n for n in os.listdir(self.commitlog_dir) if is_segment_name(n))
+        except FileNotFoundError:
+            names = []
+        self.segments = [(int(n), os.path.join(self.commitlog_dir, n)) for n in names]
+
+    def close(self) -> None:
+        for mapping in self._maps.values():
+            mapping.close()
+        self._maps.clear()
+
+    def __enter__(self) -> CommitLogReader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def min_offset(self) -> int:
+        return self.segments[0][0] if self.segments else 0
+
+    def durable_offset(self) -> int:
+        """End of what may be read: the store's flushed offset, or the last valid record's end."""
+        flush_offset = read_flush_offset(self.store_dir)
+        if flush_offset is not None:
+            return flush_offset[0]
+        if self._scanned_end is None:
+            self._scanned_end = self._scan_valid_end()
+        return self._scanned_end
+
+    def _segment(self, base: int) -> mmap.mmap | None:
+        mapping = self._maps.get(base)
+        if mapping is not None:
+            return mapping
+        if not any(b == base for b, _ in self.segments):
+            self.refresh()
+        for segment_base, path in self.segments:
+            if segment_base == base:
+                with open(path, "rb") as handle:
+                    mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                self._maps[base] = mapping
+                return mapping
+        return None
+
+    def _scan_valid_end(self) -> int:
+        position = self.min_offset
+        size = self.segment_size
+        while True:
+            base = position - position % size
+            mapping = self._segment(base)
+            if mapping is None:
+                return position
+            check = check_message_and_return_size(mapping, position - base, position, True)
+            if check.ok and check.size > 0:
+                position += check.size
+            elif check.ok:
+                position = base + size
+            else:
+                return position
+
+    def iter_records(
+        self, start: int, end: int | None = None, include_body: bool = True, verify_crc: bool = True
+    ) -> Iterator[CommitLogRecord]:
+        """Records starting at `start` (a record start) up to `end` or the durable offset.
+
+        Crosses segments at BLANK records. Raises RecordFormatError if a record below the durable
+        offset does not decode or does not carry its own offset (corruption, or `start` is not a
+        record start: use `next_boundary`).
+        """
+        durable = self.durable_offset()
+        stop = durable if end is None else min(end, durable)
+        size = self.segment_size
+        position = start
+        while position < stop:
+            base = position - position % size
+            mapping = self._segment(base)
+            if mapping is None:
+                raise RecordFormatError(position, "segment missing")
+            relative = position - base
+            if SIZE_MAGIC.unpack_from(mapping, relative)[1] == BLANK_MAGIC_CODE:
+                position = base + size
+                continue
+            record = decode_record(
+                mapping,
+                relative,
+                base_offset=base,
+                include_body=include_body,
+                verify_crc=verify_crc,
+                limit=min(size, durable - base),
+            )
+            if record.physical_offset != position:
+                raise RecordFormatError(position, f"physical offset field {record.physical_offset}")
+            yield record
+            position += record.total_size
+
+    def next_boundary(self, offset: int) -> int | None:
+        """First record start at or after `offset` and below the durable offset, or None.
+
+        Resyncs at an arbitrary byte: the magic code, then the record's own offset, then the CRC.
+        """
+        durable = self.durable_offset()
+        size = self.segment_size
+        position = max(offset, self.min_offset)
+        while position < durable:
+            base = position - position % size
+            mapping = self._segment(base)
+            if mapping is None:
+                return None
+            limit = min(size, durable - base)
+            found = find_record_boundary(mapping, position - base, base, limit)
+            if found is not None:
+                return base + found
+            position = base + size
+        return None

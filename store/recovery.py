@@ -1,0 +1,237 @@
+"""Recovery of the commit log at startup (RocketMQ `CommitLog.recoverNormally` /
+`recoverAbnormally`, `MappedFileQueue.truncateDirtyFiles`).
+
+Owns deciding where the valid log ends, cutting what follows (the cut bytes are kept beside the
+segment as `<segment>.truncated-<offset>`), telling a torn tail from corruption before the durable
+end, and rebuilding the topic-queue table. Synchronous: the store runs it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import structlog
+
+from store.checkpoint import (
+    StoreCheckpoint,
+    TopicQueueTableSnapshot,
+    abort_file_exists,
+    read_flush_offset,
+)
+from store.config import MessageStoreConfig
+from store.errors import CommitLogCorruptError
+from store.format import check_message_and_return_size, find_record_boundary
+from store.mapped_file import MappedFile
+from store.mapped_file_queue import MappedFileQueue
+from store.message import enters_consume_queue
+
+log = structlog.get_logger()
+
+NORMAL_RECOVERY_FILES = 3
+PROGRESS_EVERY_FILES = 4
+_CHUNK = 1 << 20
+
+
+@dataclass(slots=True)
+class RecoveryResult:
+    """Where the log ends, the rebuilt table and what was cut."""
+
+    process_offset: int
+    topic_queue_table: dict[str, int]
+    abnormal: bool
+    scanned_from: int
+    truncated_files: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Scan:
+    process_offset: int
+    bad_index: int | None = None
+    reason: str = ""
+
+
+def _scan(files: list[MappedFile], start: int, table: dict[str, int], check_crc: bool) -> _Scan:
+    """Walk records from file `start`; stop at the first one that fails validation."""
+    total_files = len(files) - start
+    for index in range(start, len(files)):
+        mapped_file = files[index]
+        mm, base, position = mapped_file.mm, mapped_file.file_from_offset, 0
+        if total_files > NORMAL_RECOVERY_FILES and (index - start) % PROGRESS_EVERY_FILES == 0:
+            log.info(
+                "recovery_progress",
+                file=mapped_file.file_name,
+                done=index - start,
+                files=total_files,
+            )
+        while True:
+            check = check_message_and_return_size(mm, position, base + position, check_crc)
+            if check.ok and check.size > 0:
+                if enters_consume_queue(check.sys_flag):
+                    key = check.topic_queue_key
+                    if table.get(key, 0) <= check.queue_offset:
+                        table[key] = check.queue_offset + 1
+                position += check.size
+                continue
+            if check.ok:  # BLANK: the segment is complete
+                break
+            return _Scan(base + position, index, check.reason)
+    last = files[-1]
+    return _Scan(last.file_from_offset + last.file_size)
+
+
+def _start_index(
+    files: list[MappedFile], abnormal: bool, checkpoint: StoreCheckpoint | None
+) -> int:
+    if not abnormal:
+        return max(0, len(files) - NORMAL_RECOVERY_FILES)
+    if checkpoint is None:
+        return 0
+    index = (checkpoint.flushed_offset - files[0].file_from_offset) // files[0].file_size
+    return min(max(index, 0), len(files) - 1)
+
+
+def _index_of(files: list[MappedFile], offset: int) -> int:
+    index = (offset - files[0].file_from_offset) // files[0].file_size
+    return min(max(index, 0), len(files) - 1)
+
+
+def _valid_record_after(files: list[MappedFile], index: int, offset: int, check_crc: bool) -> bool:
+    """Is there a valid record after the bad one at `offset` (in its file or later files)?"""
+    mapped_file = files[index]
+    base = mapped_file.file_from_offset
+    if (
+        find_record_boundary(
+            mapped_file.mm, offset - base + 1, base, mapped_file.file_size, verify_crc=check_crc
+        )
+        is not None
+    ):
+        return True
+    for later in files[index + 1 :]:
+        check = check_message_and_return_size(later.mm, 0, later.file_from_offset, check_crc)
+        if check.ok and check.size > 0:
+            return True
+    return False
+
+
+def _data_end(mapped_file: MappedFile, position: int) -> int:
+    """End of the non-zero bytes at or after `position` (a backwards scan in 1 MiB chunks)."""
+    end = mapped_file.file_size
+    mm = mapped_file.mm
+    while end > position:
+        start = max(position, end - _CHUNK)
+        stripped = len(mm[start:end].rstrip(b"\0"))
+        if stripped:
+            return start + stripped
+        end = start
+    return position
+
+
+def _cut(mapped_file: MappedFile, position: int, offset: int) -> str | None:
+    """Save the non-zero bytes from `position` to `<segment>.truncated-<offset>`, then zero them."""
+    end = _data_end(mapped_file, position)
+    if end <= position:
+        return None
+    side = f"{mapped_file.file_name}.truncated-{offset}"
+    with open(side, "wb") as handle:
+        handle.write(mapped_file.mm[position:end])
+        handle.flush()
+        os.fsync(handle.fileno())
+    for start in range(position, end, _CHUNK):
+        stop = min(end, start + _CHUNK)
+        mapped_file.mm[start:stop] = bytes(stop - start)
+    mapped_file.mm.flush()
+    return side
+
+
+def _truncate(queue: MappedFileQueue, offset: int) -> list[str]:
+    sides: list[str] = []
+    for mapped_file in queue.mapped_files:
+        start = mapped_file.file_from_offset
+        if start + mapped_file.file_size <= offset:
+            continue
+        position = max(0, offset - start)
+        side = _cut(mapped_file, position, start + position)
+        if side is not None:
+            sides.append(side)
+            log.warning(
+                "commit_log_truncated",
+                file=mapped_file.file_name,
+                offset=start + position,
+                kept_in=side,
+            )
+    queue.truncate_dirty_files(offset)
+    return sides
+
+
+def recover(queue: MappedFileQueue, config: MessageStoreConfig) -> RecoveryResult:
+    """Find the end of the valid log, cut what follows, rebuild the topic-queue table.
+
+    Raises CommitLogCorruptError naming file and offset when a bad record below the durable end is
+    followed by valid records, unless `config.recover_truncate_corrupt` is set.
+    """
+    root = config.store_path_root_dir
+    abnormal = abort_file_exists(root)
+    files = queue.mapped_files
+    if not files:
+        queue.truncate_dirty_files(0)
+        return RecoveryResult(0, {}, abnormal, 0)
+    checkpoint = StoreCheckpoint.load(root)
+    snapshot = TopicQueueTableSnapshot.load(root)
+    start = _start_index(files, abnormal, checkpoint)
+    table: dict[str, int] = {}
+    if snapshot is not None:
+        start = min(start, _index_of(files, snapshot.offset))
+        table = dict(snapshot.table)
+    else:
+        start = 0
+    scan = _scan(files, start, table, config.check_crc_on_recover)
+    if snapshot is not None and snapshot.offset > scan.process_offset:
+        log.warning(
+            "topic_queue_table_snapshot_ahead", snapshot=snapshot.offset, end=scan.process_offset
+        )
+        start, table = 0, {}
+        scan = _scan(files, 0, table, config.check_crc_on_recover)
+    if scan.bad_index is not None:
+        _check_tail(files, scan, config, checkpoint, root)
+    log.info(
+        "commit_log_recovered",
+        abnormal=abnormal,
+        offset=scan.process_offset,
+        scanned_from=files[start].file_name,
+        stopped=scan.reason or "end",
+    )
+    sides = _truncate(queue, scan.process_offset)
+    return RecoveryResult(
+        scan.process_offset, table, abnormal, files[start].file_from_offset if files else 0, sides
+    )
+
+
+def _check_tail(
+    files: list[MappedFile],
+    scan: _Scan,
+    config: MessageStoreConfig,
+    checkpoint: StoreCheckpoint | None,
+    root: str,
+) -> None:
+    """A bad record below the durable end with valid records after it is corruption, not a tail."""
+    assert scan.bad_index is not None
+    flush_offset = read_flush_offset(root)
+    durable = max(
+        checkpoint.flushed_offset if checkpoint else 0, flush_offset[0] if flush_offset else 0
+    )
+    if scan.process_offset >= durable:
+        return
+    if not _valid_record_after(
+        files, scan.bad_index, scan.process_offset, config.check_crc_on_recover
+    ):
+        return
+    file_name = files[scan.bad_index].file_name
+    if not config.recover_truncate_corrupt:
+        raise CommitLogCorruptError(file_name, scan.process_offset, scan.reason)
+    log.error(
+        "commit_log_corrupt_truncated",
+        file=file_name,
+        offset=scan.process_offset,
+        reason=scan.reason,
+    )

@@ -1,0 +1,120 @@
+"""The store's housekeeping: put counters, the periodic checkpoint and topic-queue table snapshot,
+the disk-space check, and the final bookkeeping when the store closes.
+
+Owns when the metadata files are written (only for data already flushed: the checkpoint never
+claims more than the disk holds) and when DISK_FULL is raised or cleared.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+
+from store import status
+from store.checkpoint import StoreCheckpoint, TopicQueueTableSnapshot, remove_abort_file
+from store.status import PutMessageStatus
+
+if TYPE_CHECKING:
+    from store.message_store import DefaultMessageStore
+
+log = structlog.get_logger()
+
+
+class StoreStats:
+    """Put counts and bytes by status, and slow puts; read by the broker's metrics."""
+
+    __slots__ = ("put_bytes_by_status", "put_count_by_status", "slow_puts")
+
+    def __init__(self) -> None:
+        self.put_count_by_status: Counter[PutMessageStatus] = Counter()
+        self.put_bytes_by_status: Counter[PutMessageStatus] = Counter()
+        self.slow_puts = 0
+
+    def record(self, put_status: PutMessageStatus, size: int) -> None:
+        self.put_count_by_status[put_status] += 1
+        self.put_bytes_by_status[put_status] += size
+
+
+def disk_used_ratio(path: str) -> float:
+    """used / (used + available), rounded up to a whole percent, as RocketMQ computes it."""
+    stat = os.statvfs(path)
+    total = stat.f_blocks * stat.f_frsize
+    available = stat.f_bavail * stat.f_frsize
+    used = total - stat.f_bfree * stat.f_frsize
+    if used + available <= 0:
+        return 0.0
+    return math.ceil(used * 100 / (used + available)) / 100
+
+
+async def disk_check_loop(store: DefaultMessageStore) -> None:
+    """Every `disk_check_interval_ms`: DISK_FULL above the warning ratio, cleared below it."""
+    config = store.config
+    while True:
+        ratio = await trio.to_thread.run_sync(disk_used_ratio, config.store_path_commit_log)
+        apply_disk_ratio(store, ratio)
+        await trio.sleep(config.disk_check_interval_ms / 1000)
+
+
+def apply_disk_ratio(store: DefaultMessageStore, ratio: float) -> None:
+    if ratio > store.config.disk_space_warning_level_ratio:
+        if store.running_flags.set(status.DISK_FULL):
+            log.error("disk_full", ratio=ratio, limit=store.config.disk_space_warning_level_ratio)
+    elif store.running_flags.clear(status.DISK_FULL):
+        log.warning("disk_space_recovered", ratio=ratio)
+
+
+async def checkpoint_loop(store: DefaultMessageStore) -> None:
+    """Write the checkpoint when the flushed offset moved, and the topic-queue table snapshot once
+    the flushed offset passed the written offset it was taken at."""
+    queue = store.mapped_file_queue
+    root = store.config.store_path_root_dir
+    written_checkpoint = -1
+    pending: TopicQueueTableSnapshot | None = None
+    while True:
+        await trio.sleep(store.config.checkpoint_interval_ms / 1000)
+        flushed = queue.flushed_where
+        if store.flush_real_time.failed or store.group_commit.failed:
+            continue
+        if flushed != written_checkpoint:
+            checkpoint = StoreCheckpoint(queue.store_timestamp, flushed)
+            await trio.to_thread.run_sync(checkpoint.write, root)
+            written_checkpoint = flushed
+        if pending is not None and flushed >= pending.offset:
+            await trio.to_thread.run_sync(pending.write, root)
+            pending = None
+        if pending is None:
+            pending = TopicQueueTableSnapshot(queue.max_wrote_offset, dict(store.topic_queue_table))
+
+
+def shutdown_files(store: DefaultMessageStore) -> None:
+    """After the services stopped: final metadata if everything is flushed, then close files."""
+    queue = store.mapped_file_queue
+    root = store.config.store_path_root_dir
+    clean = (
+        store.flush_offset_file is not None
+        and store.running_flags.is_writeable()
+        and queue.flushed_where >= queue.max_wrote_offset
+    )
+    try:
+        if clean:
+            StoreCheckpoint(queue.store_timestamp, queue.flushed_where).write(root)
+            TopicQueueTableSnapshot(queue.flushed_where, dict(store.topic_queue_table)).write(root)
+        if store.flush_offset_file is not None:
+            store.flush_offset_file.sync()
+        if clean:
+            remove_abort_file(root)
+            log.info("store_closed", offset=queue.flushed_where, segments=len(queue.mapped_files))
+        elif store.flush_offset_file is not None:
+            log.warning(
+                "store_closed_dirty", flushed=queue.flushed_where, written=queue.max_wrote_offset
+            )
+    finally:
+        store.allocator.close()
+        queue.close()
+        if store.flush_offset_file is not None:
+            store.flush_offset_file.close()
