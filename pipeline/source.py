@@ -1,0 +1,135 @@
+"""The `commitlog` PySpark data source and its batch reader.
+
+Owns the Spark-facing classes: `CommitLogDataSource` (name, schema, readers) and
+`CommitLogBatchReader` (resolves the offset range on the driver, plans splits, reads them on the
+executors). Every object here is pickled to workers, so none holds a file, a mapping or a reader.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import structlog
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.types import StructType
+
+from pipeline import columnar, options, splits
+from pipeline.schema import spark_schema
+from store.reader import CommitLogReader
+
+log = structlog.get_logger()
+
+
+class DataLossError(RuntimeError):
+    """The requested offset lies below the first segment: those records were deleted."""
+
+
+class CommitLogDataSource(DataSource):
+    """`spark.read.format("commitlog").load(store_dir)`: one row per stored message."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "commitlog"
+
+    def schema(self) -> StructType:
+        return spark_schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return CommitLogBatchReader(self._parsed())
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+        from pipeline.stream import CommitLogStreamReader
+
+        return CommitLogStreamReader(self._parsed())
+
+    def _parsed(self) -> options.SourceOptions:
+        parsed = options.SourceOptions.parse(self.options)
+        if not os.path.isdir(os.path.join(parsed.store_dir, "commitlog")):
+            raise options.CommitLogOptionError(
+                "path", f"{parsed.store_dir} is not a store directory (no commitlog/ inside)"
+            )
+        return parsed
+
+
+def decode_options(opts: options.SourceOptions) -> columnar.DecodeOptions:
+    return columnar.DecodeOptions(
+        include_body=opts.include_body,
+        verify_crc=opts.verify_crc,
+        fail_on_crc_error=opts.fail_on_crc_error,
+        topics=opts.topics,
+    )
+
+
+def checked_start(offset: int, bounds: splits.StoreBounds, fail_on_data_loss: bool) -> int:
+    """`offset`, or the first segment's base when records below it are gone and that is allowed."""
+    if offset >= bounds.min_offset:
+        return offset
+    if fail_on_data_loss:
+        raise DataLossError(
+            f"offset {offset} is below the first segment (offset {bounds.min_offset}): those "
+            "records were deleted; set failOnDataLoss=false to continue from the earliest offset"
+        )
+    log.warning("commitlog_data_loss", requested=offset, earliest=bounds.min_offset)
+    return bounds.min_offset
+
+
+def snap_to_record(store_dir: str, offset: int, bounds: splits.StoreBounds) -> int:
+    """The first record start at or after `offset` (a given offset may fall inside a record)."""
+    if offset >= bounds.durable_offset:
+        return bounds.durable_offset
+    if any(offset == base for base, _ in bounds.segments):
+        return offset
+    reader = CommitLogReader(store_dir)
+    try:
+        found = reader.next_boundary(offset)
+    finally:
+        reader.close()
+    return bounds.durable_offset if found is None else min(int(found), bounds.durable_offset)
+
+
+class CommitLogBatchReader(DataSourceReader):
+    """Reads `[startingOffsets, endingOffsets)`, never past the durable offset at planning time."""
+
+    def __init__(self, opts: options.SourceOptions) -> None:
+        self.opts = opts
+        bounds = splits.store_bounds(opts.store_dir)
+        self.start, self.end = self._range(bounds)
+        self.planned = splits.plan(bounds, opts.store_dir, self.start, self.end, opts.split_bytes)
+        log.info(
+            "commitlog_batch_planned",
+            store=opts.store_dir,
+            start=self.start,
+            end=self.end,
+            splits=len(self.planned),
+        )
+
+    def _range(self, bounds: splits.StoreBounds) -> tuple[int, int]:
+        opts = self.opts
+        end = bounds.durable_offset
+        if isinstance(opts.ending_offsets, int):
+            end = min(end, opts.ending_offsets)
+        start = opts.starting_offsets
+        if start == options.EARLIEST:
+            start = bounds.min_offset
+        elif start == options.LATEST:
+            start = bounds.durable_offset
+        else:
+            assert isinstance(start, int)
+            start = snap_to_record(
+                opts.store_dir, checked_start(start, bounds, opts.fail_on_data_loss), bounds
+            )
+        return start, max(start, end)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return self.planned
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, splits.Split)
+        return splits.read_split(partition, decode_options(self.opts))

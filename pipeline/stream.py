@@ -1,0 +1,118 @@
+"""The streaming reader of the `commitlog` source.
+
+Owns micro-batch offsets: `{"offset": <physical offset>}`, always a record start and never past
+the store's durable offset (the flushoffset file), so a micro-batch never sees a half-written
+record. Admission control (`maxBytesPerTrigger`) hops record headers forward from the batch start;
+without a limit the end is the durable offset itself, at no cost. `partitions(start, end)` is a
+pure function of its arguments and the files, because Spark replays a logged batch in a fresh
+process after a restart.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+
+import pyarrow as pa
+import structlog
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    SupportsTriggerAvailableNow,
+)
+
+from pipeline import columnar, layout, options, splits
+from pipeline.source import checked_start, decode_options, snap_to_record
+
+log = structlog.get_logger()
+
+
+class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """`spark.readStream.format("commitlog")`: exactly-once micro-batches by physical offset."""
+
+    def __init__(self, opts: options.SourceOptions) -> None:
+        self.opts = opts
+        self.target: int | None = None  # end offset fixed by Trigger.AvailableNow
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802
+        bounds = splits.store_bounds(self.opts.store_dir)
+        start = self.opts.starting_offsets
+        if start == options.EARLIEST:
+            return {"offset": bounds.min_offset}
+        if start == options.LATEST:
+            return {"offset": bounds.durable_offset}
+        assert isinstance(start, int)
+        checked = checked_start(start, bounds, self.opts.fail_on_data_loss)
+        return {"offset": snap_to_record(self.opts.store_dir, checked, bounds)}
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+        if self.opts.max_bytes_per_trigger is None:
+            return ReadAllAvailable()
+        return ReadMaxBytes(self.opts.max_bytes_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        self.target = splits.store_bounds(self.opts.store_dir).durable_offset
+        log.info("commitlog_available_now", target=self.target)
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
+        bounds = splits.store_bounds(self.opts.store_dir)
+        begin = checked_start(int(start["offset"]), bounds, self.opts.fail_on_data_loss)
+        end = (
+            bounds.durable_offset
+            if self.target is None
+            else min(self.target, bounds.durable_offset)
+        )
+        if end <= begin:
+            return {"offset": begin}
+        if isinstance(limit, ReadMaxBytes):
+            end = admit(bounds, begin, end, limit.max_bytes)
+        return {"offset": end}
+
+    def reportLatestOffset(self) -> dict[str, int]:  # noqa: N802
+        return {"offset": splits.store_bounds(self.opts.store_dir).durable_offset}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        bounds = splits.store_bounds(self.opts.store_dir)
+        begin = checked_start(int(start["offset"]), bounds, self.opts.fail_on_data_loss)
+        stop = int(end["offset"])
+        return splits.plan(bounds, self.opts.store_dir, begin, stop, self.opts.split_bytes)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, splits.Split)
+        return splits.read_split(partition, decode_options(self.opts))
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Nothing to release: the checkpoint is the only record of progress."""
+
+
+def admit(bounds: splits.StoreBounds, start: int, end: int, max_bytes: int) -> int:
+    """The furthest record start in `(start, end]` whose records since `start` fit `max_bytes`.
+
+    At least one record is admitted, so a record larger than the limit still makes progress.
+    BLANK end-of-file markers are skipped and do not count as bytes.
+    """
+    paths = dict(bounds.segments)
+    admitted, pos = 0, start
+    with ExitStack() as stack:
+        mapped: dict[int, mmap.mmap] = {}
+        while pos < end:
+            base = pos - pos % bounds.segment_size
+            if base not in mapped:
+                handle = stack.enter_context(open(paths[base], "rb"))
+                mapped[base] = stack.enter_context(
+                    mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                )
+            size, magic = layout.PREFIX.unpack_from(mapped[base], pos - base)
+            if magic == layout.BLANK_MAGIC_CODE:
+                pos = base + bounds.segment_size
+                continue
+            if magic != layout.MESSAGE_MAGIC_CODE or size < layout.MIN_RECORD_SIZE:
+                raise columnar.CorruptRecordError(paths[base], pos, f"bad header magic={magic:#x}")
+            if admitted and admitted + size > max_bytes:
+                break
+            admitted += size
+            pos += size
+    return min(pos, end)
