@@ -1,11 +1,190 @@
-"""Command-line interface of rmq-broker."""
+"""Command-line interface of rmq-broker: `serve`, `inspect`, `send`, `health` (and `pipeline`).
+
+Owns flags, exit codes and output; the work lives in `broker.server`, `store.reader` and
+`broker.client`. `serve` runs in the foreground: the first SIGTERM or SIGINT starts a graceful
+shutdown (exit 0 once the store is closed), a second one exits at once. Configuration errors
+are one line on stderr, never a traceback. The `pipeline` group (Spark jobs) is loaded from
+`broker.cli_pipeline` when that module is present.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import signal
+import sys
+from functools import partial
+from typing import Any
 
 import click
+import trio
 
 from broker import __version__
+from broker.config import BrokerConfig, ConfigError, HostPort, load_config
+
+EXIT_CONFIG_ERROR = 2
+EXIT_SECOND_SIGNAL = 130
+
+
+def _addr(value: str, name: str) -> HostPort:
+    try:
+        return HostPort.parse(name, value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.group()
 @click.version_option(__version__, prog_name="rmq-broker")
 def main() -> None:
     """A RocketMQ-compatible message broker."""
+
+
+@main.command()
+@click.option(
+    "--listen", default=None, help="HOST:PORT of the broker port (default 0.0.0.0:10911)."
+)
+@click.option("--store-dir", default=None, help="Store root directory (commitlog/, config/, ...).")
+@click.option(
+    "--flush-disk-type",
+    type=click.Choice(["SYNC_FLUSH", "ASYNC_FLUSH"], case_sensitive=False),
+    default=None,
+)
+@click.option("--config", "config_file", default=None, help="TOML file (or $RMQ_CONFIG).")
+@click.option("--namesrv-listen", default=None, help="Extra HOST:PORT answering name-server calls.")
+@click.option("--metrics-listen", default=None, help="HOST:PORT of the Prometheus /metrics page.")
+def serve(  # noqa: PLR0917 (click passes every option)
+    listen: str | None,
+    store_dir: str | None,
+    flush_disk_type: str | None,
+    config_file: str | None,
+    namesrv_listen: str | None,
+    metrics_listen: str | None,
+) -> None:
+    """Run the broker in the foreground until SIGTERM or SIGINT."""
+    flags = {
+        "listen": listen,
+        "store_path_root_dir": store_dir,
+        "flush_disk_type": flush_disk_type,
+        "namesrv_listen": namesrv_listen,
+        "metrics_listen": metrics_listen,
+    }
+    try:
+        config = load_config(config_file, flags)
+    except ConfigError as exc:
+        click.echo(f"rmq-broker: configuration error: {exc}", err=True)
+        sys.exit(EXIT_CONFIG_ERROR)
+    from broker.logging import configure_logging
+
+    configure_logging(config.log_level)
+    try:
+        trio.run(_serve_until_signalled, config)
+    except OSError as exc:
+        click.echo(f"rmq-broker: cannot start: {exc}", err=True)
+        sys.exit(1)
+
+
+async def _serve_until_signalled(config: BrokerConfig) -> None:
+    from broker.server import serve as serve_broker
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def run_server(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+                await serve_broker(config, task_status=task_status)
+                # The broker has shut down: the signal watcher must not keep the process alive.
+                nursery.cancel_scope.cancel()
+
+            server = await nursery.start(run_server)
+            nursery.start_soon(_watch_signals, signals, server.shutdown)
+
+
+async def _watch_signals(signals: Any, shutdown: Any) -> None:
+    count = 0
+    async for signum in signals:
+        count += 1
+        if count == 1:
+            import structlog
+
+            structlog.get_logger().info("signal_received", signal=signal.Signals(signum).name)
+            shutdown()
+        else:
+            os._exit(EXIT_SECOND_SIGNAL)  # a second signal: stop now, recovery will repair
+
+
+@main.command()
+@click.option("--store-dir", required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--from-offset", default=None, type=click.IntRange(min=0), help="Physical offset.")
+@click.option("--topic", default=None, help="Only records of this topic.")
+@click.option("--body", "with_body", is_flag=True, help="Add the body (base64) to each line.")
+@click.option("--limit", default=None, type=click.IntRange(min=1), help="Stop after N records.")
+def inspect(
+    store_dir: str, from_offset: int | None, topic: str | None, with_body: bool, limit: int | None
+) -> None:
+    """Print the commit log's records up to the durable offset, one JSON object per line."""
+    from broker.inspect import inspect_store
+
+    count = inspect_store(
+        store_dir,
+        from_offset=from_offset,
+        topic=topic,
+        with_body=with_body,
+        limit=limit,
+        emit=click.echo,
+    )
+    click.echo(f"{count} records", err=True)
+
+
+@main.command()
+@click.option("--namesrv", required=True, help="HOST:PORT of the name server (or the broker).")
+@click.option("--topic", required=True)
+@click.option("--count", default=1, type=click.IntRange(min=1), show_default=True)
+@click.option("--size", default=128, type=click.IntRange(min=0), show_default=True)
+@click.option("--concurrency", default=32, type=click.IntRange(min=1), show_default=True)
+@click.option("--tags", default=None)
+def send(  # noqa: PLR0917 (click passes every option)
+    namesrv: str, topic: str, count: int, size: int, concurrency: int, tags: str | None
+) -> None:
+    """Send COUNT messages of SIZE bytes and print a JSON summary."""
+    from broker.quick_send import run_quick_send
+
+    address = _addr(namesrv, "--namesrv")
+    ok = trio.run(
+        partial(
+            run_quick_send,
+            address.host,
+            address.port,
+            topic,
+            count=count,
+            size=size,
+            concurrency=concurrency,
+            tags=tags,
+        )
+    )
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
+@click.option("--addr", required=True, help="HOST:PORT of the broker.")
+@click.option("--timeout", "timeout_s", default=3.0, show_default=True, type=float)
+def health(addr: str, timeout_s: float) -> None:
+    """Exit 0 when the broker answers GET_BROKER_CLUSTER_INFO correctly, 1 otherwise."""
+    from broker.quick_send import check_health
+
+    address = _addr(addr, "--addr")
+    problem = trio.run(check_health, address.host, address.port, timeout_s)
+    if problem:
+        click.echo(f"unhealthy: {problem}", err=True)
+        sys.exit(1)
+    click.echo("ok")
+
+
+def _add_pipeline_group() -> None:
+    """Attach `rmq-broker pipeline ...` when its module exists (it imports Spark lazily)."""
+    if importlib.util.find_spec("broker.cli_pipeline") is None:
+        return
+    module = importlib.import_module("broker.cli_pipeline")
+    main.add_command(module.pipeline)
+
+
+_add_pipeline_group()

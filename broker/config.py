@@ -1,0 +1,255 @@
+"""The broker's configuration: one frozen `BrokerConfig`, holding the store's `MessageStoreConfig`.
+
+Built once, in this order, each layer overriding the one before: embedded defaults < a TOML file
+< `RMQ_`-prefixed environment variables < command-line flags. Keys are RocketMQ's configuration
+names in snake_case (`broker_name`, `mapped_file_size_commit_log`, ...), all in one flat
+namespace: a key that names a `MessageStoreConfig` field goes to the store, any other must be a
+`BrokerConfig` field. `listen`, `namesrv_listen` and `metrics_listen` take `HOST:PORT`.
+
+This is the only module that reads `os.environ`. A bad value raises `ConfigError` naming the key;
+the CLI prints it on one line and exits without a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from store.config import MessageStoreConfig
+
+ENV_PREFIX: Final = "RMQ_"
+#: environment variable naming the TOML file when `--config` is not given
+CONFIG_FILE_ENV: Final = "RMQ_CONFIG"
+_TRUE: Final = frozenset({"true", "1", "yes", "on"})
+_FALSE: Final = frozenset({"false", "0", "no", "off"})
+_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; `key` names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, key: str, text: str) -> HostPort:
+        """`HOST:PORT`, `[V6]:PORT` or `:PORT` (all interfaces); `ConfigError` otherwise."""
+        host, sep, port_text = text.strip().rpartition(":")
+        if not sep or not port_text.isdigit():
+            raise ConfigError(key, f"expected HOST:PORT, got {text!r}")
+        port = int(port_text)
+        if port > 65535:
+            raise ConfigError(key, f"port {port} is out of range")
+        host = host.removeprefix("[").removesuffix("]")
+        return cls(host or "0.0.0.0", port)
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Everything the daemon needs; validated on construction (`ConfigError`)."""
+
+    store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
+    broker_name: str = "broker-a"
+    broker_cluster_name: str = "DefaultCluster"
+    #: the address written as store host and handed out in routes; "" derives it from `listen`
+    broker_ip1: str = ""
+    listen: HostPort = HostPort("0.0.0.0", 10911)
+    namesrv_listen: HostPort | None = None
+    metrics_listen: HostPort | None = None
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    reject_transaction_message: bool = False
+    default_topic_queue_nums: int = 8
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    max_inflight_per_connection: int = 256
+    idle_timeout_s: float = 120.0
+    write_timeout_s: float = 30.0
+    shutdown_timeout_s: float = 10.0
+    max_frame_length: int = 16 * 1024 * 1024
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        positive = (
+            "default_topic_queue_nums",
+            "max_inflight_per_connection",
+            "idle_timeout_s",
+            "write_timeout_s",
+            "max_frame_length",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(name, f"must be > 0, got {getattr(self, name)!r}")
+        if self.shutdown_timeout_s < 0:
+            raise ConfigError("shutdown_timeout_s", "must be >= 0")
+        if not self.broker_name or not self.broker_cluster_name:
+            raise ConfigError("broker_name", "broker and cluster names must not be empty")
+        if self.log_level.lower() not in {"debug", "info", "warning", "error"}:
+            raise ConfigError("log_level", f"unknown level {self.log_level!r}")
+
+    @property
+    def store_host_ip(self) -> str:
+        """broker_ip1, or the listen address when that is a concrete one, else 127.0.0.1."""
+        if self.broker_ip1:
+            return self.broker_ip1
+        return "127.0.0.1" if self.listen.host in _WILDCARDS else self.listen.host
+
+
+_BROKER_FIELDS: Final = {f.name for f in dataclasses.fields(BrokerConfig)} - {"store"}
+_STORE_FIELDS: Final = {f.name for f in dataclasses.fields(MessageStoreConfig)}
+_HOST_PORT_KEYS: Final = frozenset({"listen", "namesrv_listen", "metrics_listen"})
+
+
+def load_config(
+    config_file: str | None = None,
+    flags: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> BrokerConfig:
+    """The configuration from defaults < `config_file` (or $RMQ_CONFIG) < RMQ_* env < `flags`.
+
+    `flags` holds only what the user gave (None values are ignored). Raises `ConfigError`.
+    """
+    env = os.environ if environ is None else environ
+    raw: dict[str, object] = {}
+    path = config_file or env.get(CONFIG_FILE_ENV)
+    if path:
+        raw.update(_read_toml(path))
+    raw.update(_from_env(env))
+    raw.update({k: v for k, v in (flags or {}).items() if v is not None})
+    return build_config(raw)
+
+
+def build_config(raw: Mapping[str, object]) -> BrokerConfig:
+    """A `BrokerConfig` from flat keys (strings are parsed by the field's type)."""
+    broker_values: dict[str, Any] = {}
+    store_values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in _HOST_PORT_KEYS:
+            broker_values[key] = None if value in (None, "") else HostPort.parse(key, str(value))
+        elif key in _BROKER_FIELDS:
+            broker_values[key] = _coerce(key, value, _BROKER_HINTS[key])
+        elif key in _STORE_FIELDS:
+            store_values[key] = _coerce(key, value, _STORE_HINTS[key])
+        else:
+            raise ConfigError(key, "unknown configuration key")
+    try:
+        store = MessageStoreConfig(**store_values)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(_key_in(str(exc), store_values), str(exc)) from None
+    return BrokerConfig(store=store, **broker_values)
+
+
+def _key_in(message: str, values: Mapping[str, object]) -> str:
+    """The key a store validation message names (the store raises plain ValueErrors)."""
+    return next((key for key in values if key in message), "store")
+
+
+def _read_toml(path: str) -> dict[str, object]:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("config", f"{path} is not valid TOML: {exc}") from None
+    flat: dict[str, object] = {}
+    for key, value in data.items():
+        # Tables ([broker], [store]) are only grouping: their keys share the flat namespace.
+        if isinstance(value, dict):
+            flat.update(value)
+        else:
+            flat[key] = value
+    return flat
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, object]:
+    known = _BROKER_FIELDS | _STORE_FIELDS
+    result: dict[str, object] = {}
+    for name, value in environ.items():
+        if name.startswith(ENV_PREFIX) and name != CONFIG_FILE_ENV:
+            key = name[len(ENV_PREFIX) :].lower()
+            if key in known:
+                result[key] = value
+    return result
+
+
+def _coerce(key: str, value: object, hint: Any) -> object:
+    """`value` as the field's type; strings (env, flags) are parsed, TOML values checked."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.lower() in {"", "none"}):
+            return None
+        hint = options[0]
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _coerce_enum(key, value, hint)
+    if hint is bool:
+        return _coerce_bool(key, value)
+    if hint is int:
+        return _coerce_number(key, value, int)
+    if hint is float:
+        return _coerce_number(key, value, float)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(key, f"expected a string, got {value!r}")
+        return value
+    return value
+
+
+def _coerce_enum(key: str, value: object, enum_type: type[enum.Enum]) -> enum.Enum:
+    if isinstance(value, enum_type):
+        return value
+    text = str(value).strip().upper()
+    try:
+        return enum_type[text]
+    except KeyError:
+        choices = ", ".join(m.name for m in enum_type)
+        raise ConfigError(key, f"expected one of {choices}, got {value!r}") from None
+
+
+def _coerce_bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(key, f"expected true or false, got {value!r}")
+
+
+def _coerce_number(key: str, value: object, kind: type[int] | type[float]) -> int | float:
+    if isinstance(value, bool):
+        raise ConfigError(key, f"expected a number, got {value!r}")
+    if isinstance(value, int | float):
+        if kind is int and isinstance(value, float):
+            raise ConfigError(key, f"expected an integer, got {value!r}")
+        return kind(value)
+    try:
+        return kind(str(value).strip().replace("_", ""))
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise ConfigError(key, f"expected {what}, got {value!r}") from None
+
+
+_BROKER_HINTS: Final = typing.get_type_hints(BrokerConfig)
+_STORE_HINTS: Final = typing.get_type_hints(MessageStoreConfig)

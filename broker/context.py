@@ -1,0 +1,52 @@
+"""`BrokerContext`: the state every processor shares (config, store, topic and group tables).
+
+Built by `broker.server` once the store is open and the listeners are bound (the store host
+needs the real port when the configuration asked for port 0). Processors reach it through
+`RequestContext.broker`; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from store.message import MessageExtBrokerInner, PutMessageResult
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.metrics import BrokerMetrics
+    from broker.processors import RequestContext
+    from broker.subscription_group import SubscriptionGroupManager
+    from broker.topic_config import TopicConfigManager
+    from protocol.route import HeartbeatData
+
+
+class MessageStore(Protocol):
+    """What the send path needs of `store.message_store.DefaultMessageStore`."""
+
+    async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult: ...
+
+    async def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult: ...
+
+
+HeartbeatListener = Callable[["HeartbeatData", "RequestContext"], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class BrokerContext:
+    config: BrokerConfig
+    store: MessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    #: broker_ip1 and the bound listen port: the store host of every record and the route address
+    store_host: tuple[str, int]
+    metrics: BrokerMetrics | None = None
+    #: called with every HEART_BEAT (consumer bookkeeping registers here)
+    heartbeat_listeners: list[HeartbeatListener] = field(default_factory=list)
+
+    @property
+    def addr(self) -> str:
+        # Unbracketed even for IPv6, as RocketMQ writes it: clients split at the last colon.
+        ip, port = self.store_host
+        return f"{ip}:{port}"

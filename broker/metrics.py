@@ -1,0 +1,292 @@
+"""Prometheus metrics of the broker: one registry per broker and the /metrics HTTP endpoint.
+
+This module owns the metric names, their labels and buckets, and the scrape-time collector that
+reads the store's gauges. It knows nothing of sockets, request codes or the store's internals: the
+broker calls the `record_*` methods from its send path and connection tasks, and hands the store
+over as a `StoreStatsProvider`, a structural type that `DefaultMessageStore` (or a thin adapter
+around it) satisfies. Each `BrokerMetrics` owns its own `CollectorRegistry`, so two brokers in one
+process (as in the tests) never share counters.
+
+Exposed families (all prefixed `rmq_broker_`):
+
+| name | type | labels |
+|---|---|---|
+| `put_messages_total`, `put_bytes_total` | counter | topic, status |
+| `put_latency_seconds`, `flush_latency_seconds` | histogram | |
+| `system_busy_total` | counter | reason |
+| `open_connections` | gauge | |
+| `store_writer_queue_depth`, `store_segments` | gauge (scrape time) | |
+| `store_written_offset_bytes`, `store_flushed_offset_bytes` | gauge (scrape time) | |
+| `store_flag` | gauge (scrape time) | flag |
+| `store_writeable` | gauge (scrape time) | |
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final, Protocol
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from store import status
+from store.status import RunningFlags
+
+NAMESPACE: Final = "rmq_broker"
+
+# Put latency is the whole path from the decoded request to the store's answer, so under
+# SYNC_FLUSH it includes the group commit: the buckets reach the 5 s sync flush timeout.
+PUT_LATENCY_BUCKETS: Final = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+# One msync/fdatasync of a dirty range: sub-millisecond on a page-cache hit, seconds on a sick disk.
+FLUSH_LATENCY_BUCKETS: Final = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    5.0,
+)
+
+# The store's RunningFlags bits (store.status), exported one labelled gauge each.
+RUNNING_FLAG_BITS: Final = {
+    "not_readable": status.NOT_READABLE,
+    "not_writeable": status.NOT_WRITEABLE,
+    "write_logics_queue_error": status.WRITE_LOGICS_QUEUE_ERROR,
+    "write_index_file_error": status.WRITE_INDEX_FILE_ERROR,
+    "disk_full": status.DISK_FULL,
+    "create_mapped_file_failed": status.CREATE_MAPPED_FILE_FAILED,
+}
+
+
+class RunningFlagsView(Protocol):
+    """The part of `store.status.RunningFlags` a scrape reads."""
+
+    @property
+    def flag_bits(self) -> int: ...
+
+    def is_writeable(self) -> bool: ...
+
+
+class StoreStatsProvider(Protocol):
+    """What a scrape reads from the store; every property must be cheap and never block."""
+
+    @property
+    def max_offset(self) -> int:
+        """Physical offset one past the last appended byte (written, maybe not flushed)."""
+        ...
+
+    @property
+    def flushed_where(self) -> int:
+        """Physical offset up to which the commit log is durable."""
+        ...
+
+    @property
+    def segment_count(self) -> int:
+        """Number of commit-log segment files."""
+        ...
+
+    @property
+    def writer_queue_depth(self) -> int:
+        """Puts waiting in the writer task's channel (`statistics().current_buffer_used`)."""
+        ...
+
+    @property
+    def running_flags(self) -> RunningFlagsView | int:
+        """The store's `RunningFlags`, or its bare `flag_bits`."""
+        ...
+
+
+class _StoreCollector(Collector):
+    """Reads the store's gauges when Prometheus scrapes, so the writer pays nothing for them."""
+
+    def __init__(self, provider: StoreStatsProvider) -> None:
+        self._provider = provider
+
+    def collect(self) -> Iterator[Metric]:
+        store = self._provider
+        yield _gauge(
+            "store_writer_queue_depth",
+            "Puts waiting for the writer task.",
+            store.writer_queue_depth,
+        )
+        yield _gauge(
+            "store_written_offset_bytes", "Commit-log offset appended so far.", store.max_offset
+        )
+        yield _gauge(
+            "store_flushed_offset_bytes", "Commit-log offset known durable.", store.flushed_where
+        )
+        yield _gauge("store_segments", "Commit-log segment files.", store.segment_count)
+        bits, writeable = _flag_state(store.running_flags)
+        flags = GaugeMetricFamily(
+            f"{NAMESPACE}_store_flag", "RunningFlags bits: 1 while set.", labels=["flag"]
+        )
+        for name, bit in RUNNING_FLAG_BITS.items():
+            flags.add_metric([name], 1.0 if bits & bit else 0.0)
+        yield flags
+        yield _gauge("store_writeable", "1 while the store accepts writes.", float(writeable))
+
+    def describe(self) -> Iterator[Metric]:
+        # Registering must not touch the store (it may be closed by then): describe without values.
+        return iter(())
+
+
+def _flag_state(flags: RunningFlagsView | int) -> tuple[int, bool]:
+    """(bits, writeable); bare bits are judged by the store's own rule, not a copy of it."""
+    if isinstance(flags, int):
+        view = RunningFlags()
+        view.flag_bits = flags
+        return flags, view.is_writeable()
+    return flags.flag_bits, flags.is_writeable()
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{NAMESPACE}_{name}", documentation, value=float(value))
+
+
+class BrokerMetrics:
+    """The broker's metrics; the `record_*` methods are cheap enough for the send path.
+
+    Labelled children are cached per label tuple: `Counter.labels()` takes a lock and builds a
+    key on every call, a dict hit does not.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        reg = self.registry
+        self._puts = Counter(
+            "put_messages",
+            "Messages put, by topic and PutMessageStatus.",
+            ["topic", "status"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self._put_bytes = Counter(
+            "put_bytes",
+            "Body bytes put, by topic and PutMessageStatus.",
+            ["topic", "status"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self._put_latency = Histogram(
+            "put_latency_seconds",
+            "Send request decoded to store answer.",
+            namespace=NAMESPACE,
+            registry=reg,
+            buckets=PUT_LATENCY_BUCKETS,
+        )
+        self._flush_latency = Histogram(
+            "flush_latency_seconds",
+            "One msync/fdatasync of the commit log.",
+            namespace=NAMESPACE,
+            registry=reg,
+            buckets=FLUSH_LATENCY_BUCKETS,
+        )
+        self._busy = Counter(
+            "system_busy",
+            "SYSTEM_BUSY answers, by reason (queue_full, writer_stuck, ...).",
+            ["reason"],
+            namespace=NAMESPACE,
+            registry=reg,
+        )
+        self._connections = Gauge(
+            "open_connections", "Client connections open now.", namespace=NAMESPACE, registry=reg
+        )
+        self._put_children: dict[tuple[str, str], tuple[Counter, Counter]] = {}
+        self._busy_children: dict[str, Counter] = {}
+        self._store_collector: _StoreCollector | None = None
+
+    def attach_store(self, provider: StoreStatsProvider) -> None:
+        """Export the store's gauges from now on; attaching another store replaces the first."""
+        self.detach_store()
+        self._store_collector = _StoreCollector(provider)
+        self.registry.register(self._store_collector)
+
+    def detach_store(self) -> None:
+        """Stop reading the store (call before closing it)."""
+        if self._store_collector is not None:
+            self.registry.unregister(self._store_collector)
+            self._store_collector = None
+
+    def record_put(
+        self, topic: str, status: str, body_bytes: int, latency_s: float, messages: int = 1
+    ) -> None:
+        """Count one put (a batch counts `messages`) and its latency; status is the enum name."""
+        children = self._put_children.get((topic, status))
+        if children is None:
+            children = (self._puts.labels(topic, status), self._put_bytes.labels(topic, status))
+            self._put_children[(topic, status)] = children
+        children[0].inc(messages)
+        children[1].inc(body_bytes)
+        self._put_latency.observe(latency_s)
+
+    def record_flush(self, latency_s: float) -> None:
+        """Observe the duration of one flush of the commit log."""
+        self._flush_latency.observe(latency_s)
+
+    def record_system_busy(self, reason: str) -> None:
+        """Count one SYSTEM_BUSY answer; the reason names which limit was really hit."""
+        child = self._busy_children.get(reason)
+        if child is None:
+            child = self._busy_children[reason] = self._busy.labels(reason)
+        child.inc()
+
+    def connection_opened(self) -> None:
+        self._connections.inc()
+
+    def connection_closed(self) -> None:
+        self._connections.dec()
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsServer:
+    """A running /metrics endpoint; `port` is the bound port (useful after binding port 0)."""
+
+    host: str
+    port: int
+    _server: WSGIServer
+    _thread: threading.Thread
+
+    def close(self) -> None:
+        """Stop serving and release the socket; blocks until the serving thread has ended."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def serve_metrics(host: str, port: int, metrics: BrokerMetrics) -> MetricsServer:
+    """Serve `metrics` on http://host:port/metrics from a daemon thread.
+
+    Raises OSError when the address cannot be bound. The serving thread never touches Trio: the
+    scrape reads counters (thread-safe) and the store's properties (plain attribute reads).
+    """
+    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    return MetricsServer(host=host, port=server.server_port, _server=server, _thread=thread)

@@ -1,0 +1,109 @@
+"""The name-server role: routes, cluster info and client lifecycle answered by the broker itself.
+
+A single broker is its own name server, so clients can point `namesrvAddr` at it. A route is
+served for any topic: a known topic with its own queues, an unknown one (while auto-creation is
+on) with the queue count its first send will create, as RocketMQ's `TBW102` fallback would give
+the client. HEART_BEAT registers the consumer groups it names (their retry limits feed the DLQ
+decision) and is answered with version 407, which clients remember per broker.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import structlog
+
+from broker.processors import RequestContext
+from broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_INHERIT, TopicConfig
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers import GetRouteInfoRequestHeader, UnregisterClientRequestHeader
+from protocol.route import BrokerData, ClusterInfo, HeartbeatData, QueueData, TopicRouteData
+
+#: the Java client's default `defaultTopicQueueNums`: what its first send asks to create
+CLIENT_DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
+FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+log = structlog.get_logger()
+
+
+def _broker_data(ctx: RequestContext) -> BrokerData:
+    broker = ctx.broker
+    return BrokerData(
+        broker.config.broker_cluster_name, broker.config.broker_name, {0: broker.addr}
+    )
+
+
+def _route_topic(ctx: RequestContext, topic: str) -> TopicConfig | None:
+    topics = ctx.broker.topics
+    found = topics.find(topic)
+    if found is not None:
+        return found
+    template = topics.find(AUTO_CREATE_TOPIC_KEY_TOPIC)
+    if template is None or not template.perm & PERM_INHERIT:
+        return None
+    queues = min(CLIENT_DEFAULT_TOPIC_QUEUE_NUMS, template.write_queue_nums)
+    return TopicConfig(topic, queues, queues, template.perm & ~PERM_INHERIT)
+
+
+class GetRouteInfoProcessor:
+    """GET_ROUTEINFO_BY_TOPIC (105): the route of this one broker for the topic."""
+
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)
+        topic = _route_topic(ctx, header.topic)
+        if topic is None:
+            return request.make_response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {header.topic}{FAQ_SUFFIX}",
+            )
+        queue = QueueData(
+            ctx.broker.config.broker_name,
+            topic.read_queue_nums,
+            topic.write_queue_nums,
+            topic.perm,
+            topic.topic_sys_flag,
+        )
+        route = TopicRouteData((queue,), (_broker_data(ctx),))
+        return request.make_response(ResponseCode.SUCCESS, body=route.to_json())
+
+
+class GetBrokerClusterInfoProcessor:
+    """GET_BROKER_CLUSTER_INFO (106): this broker, alone in its cluster."""
+
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        config = ctx.broker.config
+        info = ClusterInfo(
+            {config.broker_name: _broker_data(ctx)},
+            {config.broker_cluster_name: [config.broker_name]},
+        )
+        return request.make_response(ResponseCode.SUCCESS, body=info.to_json())
+
+
+class HeartbeatProcessor:
+    """HEART_BEAT (34): note the client's consumer groups; answer SUCCESS, version 407."""
+
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        heartbeat = HeartbeatData.from_json(request.body or b"{}")
+        groups = ctx.broker.groups
+        created = [c.group_name for c in heartbeat.consumer_data_set if groups.ensure(c.group_name)]
+        if created:
+            await groups.persist()
+        for listener in ctx.broker.heartbeat_listeners:
+            await listener(heartbeat, ctx)
+        log.debug(
+            "heartbeat",
+            client_id=heartbeat.client_id,
+            producers=[p.group_name for p in heartbeat.producer_data_set],
+            consumers=[c.group_name for c in heartbeat.consumer_data_set],
+        )
+        return request.make_response(ResponseCode.SUCCESS)
+
+
+class UnregisterClientProcessor:
+    """UNREGISTER_CLIENT (35): nothing is held per producer; answer SUCCESS."""
+
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+        log.debug("client_unregistered", client_id=header.client_id)
+        return request.make_response(ResponseCode.SUCCESS)

@@ -1,0 +1,146 @@
+"""The checks of the send path before a message is built (RocketMQ 4.9.7 `msgCheck`, in order).
+
+Topic validity, forbidden system topics, topic lookup with auto-creation from the template
+topic, queue id range, and the retry/DLQ redirection of `%RETRY%` topics. A failed check raises
+`HeaderFieldError` carrying upstream's response code and remark; the processor answers it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from broker.context import BrokerContext
+from broker.processors import RequestContext
+from broker.processors.namesrv import FAQ_SUFFIX
+from broker.topic_config import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicConfig,
+)
+from protocol.codes import ResponseCode
+from protocol.errors import HeaderFieldError
+from protocol.headers import SendMessageRequestHeader
+
+TOPIC_MAX_LENGTH: Final = 127
+VALID_TOPIC_PATTERN: Final = "^[%|a-zA-Z0-9_-]+$"
+_VALID_TOPIC: Final = re.compile(r"[%|a-zA-Z0-9_-]+")
+#: TopicSysFlag bits set on topics auto-created by unit-mode producers
+_FLAG_UNIT: Final = 0x1
+_FLAG_UNIT_SUB: Final = 0x2
+DLQ_NUMS_PER_GROUP: Final = 1
+
+
+def _reject(field: str, code: int, remark: str) -> HeaderFieldError:
+    return HeaderFieldError(field, remark, code)
+
+
+def check_topic_name(topic: str) -> None:
+    """TopicValidator.validateTopic: blank, characters, length (all SYSTEM_ERROR upstream)."""
+    if not topic.strip():
+        raise _reject("topic", ResponseCode.SYSTEM_ERROR, "The specified topic is blank.")
+    if _VALID_TOPIC.fullmatch(topic) is None:
+        raise _reject(
+            "topic",
+            ResponseCode.SYSTEM_ERROR,
+            f"The specified topic contains illegal characters, allowing only {VALID_TOPIC_PATTERN}",
+        )
+    if len(topic) > TOPIC_MAX_LENGTH:
+        raise _reject(
+            "topic",
+            ResponseCode.SYSTEM_ERROR,
+            "The specified topic is longer than topic max length.",
+        )
+
+
+def check_allowed(topic: str) -> None:
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        raise _reject(
+            "topic", ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What the checks found: the topic's config and whether the topic table changed."""
+
+    topic_config: TopicConfig
+    created: bool
+
+
+def find_or_create_topic(header: SendMessageRequestHeader, broker: BrokerContext) -> Checked:
+    """The topic's config, auto-created from `header.default_topic` when allowed."""
+    topics = broker.topics
+    found = topics.find(header.topic)
+    if found is not None:
+        return Checked(found, False)
+    is_retry = header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+    sys_flag = 0
+    if header.unit_mode:
+        sys_flag = _FLAG_UNIT_SUB if is_retry else _FLAG_UNIT
+    created = topics.create_in_send(
+        header.topic, header.default_topic, header.default_topic_queue_nums, sys_flag
+    )
+    if created is None and is_retry:
+        created = topics.create_in_send_back(header.topic, 1, PERM_READ | PERM_WRITE, sys_flag)
+    if created is None:
+        raise _reject(
+            "topic",
+            ResponseCode.TOPIC_NOT_EXIST,
+            f"topic[{header.topic}] not exist, apply first please!{FAQ_SUFFIX}",
+        )
+    return Checked(created, True)
+
+
+def check_queue_id(queue_id: int, topic_config: TopicConfig, ctx: RequestContext) -> None:
+    queues = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+    if queue_id >= queues:
+        raise _reject(
+            "queueId",
+            ResponseCode.SYSTEM_ERROR,
+            f"request queueId[{queue_id}] is illegal, {topic_config} Producer: {ctx.remote_text}",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where a single message goes after the retry/DLQ decision."""
+
+    topic: str
+    queue_id: int
+    dead_letter: bool
+    created: bool
+
+
+def retry_or_dlq(
+    header: SendMessageRequestHeader, queue_id: int, version: int, broker: BrokerContext
+) -> Destination:
+    """handleRetryAndDLQ: a `%RETRY%<group>` message past its retry limit goes to `%DLQ%<group>`.
+
+    The group must be known (SUBSCRIPTION_GROUP_NOT_EXIST otherwise); its retryMaxTimes, or the
+    header's maxReconsumeTimes from clients of version >= 3.4.9 (121), is the limit.
+    """
+    topic = header.topic
+    if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return Destination(topic, queue_id, False, False)
+    group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+    group_config = broker.groups.find(group)
+    if group_config is None:
+        raise _reject(
+            "topic",
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group not exist, {group} {FAQ_SUFFIX}",
+        )
+    max_times = group_config.retry_max_times
+    if version >= 121 and header.max_reconsume_times is not None:
+        max_times = header.max_reconsume_times
+    if (header.reconsume_times or 0) < max_times:
+        return Destination(topic, queue_id, False, False)
+    dlq = DLQ_GROUP_TOPIC_PREFIX + group
+    created = broker.topics.find(dlq) is None
+    broker.topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE, 0)
+    return Destination(dlq, 0, True, created)

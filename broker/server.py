@@ -1,0 +1,258 @@
+"""The daemon's wiring: listeners, the store, the processor table and graceful shutdown.
+
+`serve(config)` binds the listeners (IPv4 or IPv6, port 0 allowed), opens the store, builds
+the shared `BrokerContext` and serves connections until `BrokerServer.shutdown()` is called;
+it reports the running `BrokerServer` through `task_status`, so callers do
+`server = await nursery.start(serve, config)`. Shutdown: stop accepting, stop reading new
+requests, let running requests finish within `shutdown_timeout_s`, then close the store (final
+flush, checkpoint, abort file removed). Signals are the CLI's business.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+import structlog
+import trio
+
+from broker.config import BrokerConfig, HostPort
+from broker.connection import Connection, Dispatcher, peer_address
+from broker.context import BrokerContext
+from broker.metrics import BrokerMetrics, MetricsServer, serve_metrics
+from broker.processors import RequestProcessor
+from broker.processors.namesrv import (
+    GetBrokerClusterInfoProcessor,
+    GetRouteInfoProcessor,
+    HeartbeatProcessor,
+    UnregisterClientProcessor,
+)
+from broker.processors.send import SendMessageProcessor
+from broker.subscription_group import SubscriptionGroupManager
+from broker.topic_config import TopicConfigManager
+from protocol.codes import RequestCode
+from store.message_store import DefaultMessageStore
+
+log = structlog.get_logger()
+
+
+def namesrv_processors() -> dict[int, RequestProcessor]:
+    """What the name-server role answers (also on the extra name-server port)."""
+    return {
+        RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoProcessor(),
+        RequestCode.GET_BROKER_CLUSTER_INFO: GetBrokerClusterInfoProcessor(),
+        RequestCode.HEART_BEAT: HeartbeatProcessor(),
+        RequestCode.UNREGISTER_CLIENT: UnregisterClientProcessor(),
+    }
+
+
+def broker_processors() -> dict[int, RequestProcessor]:
+    """The processor table of the broker port: request code -> processor."""
+    send = SendMessageProcessor()
+    table: dict[int, RequestProcessor] = {
+        RequestCode.SEND_MESSAGE: send,
+        RequestCode.SEND_MESSAGE_V2: send,
+        RequestCode.SEND_BATCH_MESSAGE: send,
+    }
+    table.update(namesrv_processors())
+    return table
+
+
+class BrokerServer:
+    """A running broker: its bound addresses, its connections and the shutdown switch."""
+
+    def __init__(self, broker: BrokerContext) -> None:
+        self.broker = broker
+        #: (host, port) actually bound, per listener
+        self.addresses: list[tuple[str, int]] = []
+        self.namesrv_addresses: list[tuple[str, int]] = []
+        self.connections: set[Connection] = set()
+        self._shutdown = trio.Event()
+        self._all_closed = trio.Event()
+        self._draining = False
+
+    @property
+    def port(self) -> int:
+        return self.addresses[0][1]
+
+    def shutdown(self) -> None:
+        """Begin a graceful shutdown; `serve` returns once it is complete. Idempotent."""
+        self._shutdown.set()
+
+    async def serve_listeners(
+        self,
+        listeners: list[trio.SocketListener],
+        processors: Mapping[int, RequestProcessor],
+        nursery: trio.Nursery,
+    ) -> None:
+        dispatcher = Dispatcher(processors)
+
+        async def handler(stream: trio.SocketStream) -> None:
+            await self._handle(stream, dispatcher)
+
+        await trio.serve_listeners(handler, listeners, handler_nursery=nursery)
+
+    async def _handle(self, stream: trio.SocketStream, dispatcher: Dispatcher) -> None:
+        connection = Connection(stream, peer_address(stream), self.broker, dispatcher)
+        self.connections.add(connection)
+        metrics = self.broker.metrics
+        if metrics is not None:
+            metrics.connection_opened()
+        if self._draining:
+            connection.stop_reading("shutdown")
+        remote = connection.ctx.remote_text
+        with structlog.contextvars.bound_contextvars(conn_id=connection.conn_id, remote=remote):
+            log.debug("connection_opened")
+            try:
+                await connection.run()
+            finally:
+                self.connections.discard(connection)
+                if self._draining and not self.connections:
+                    self._all_closed.set()
+                await trio.aclose_forcefully(stream)
+                if metrics is not None:
+                    metrics.connection_closed()
+                log.debug(
+                    "connection_closed",
+                    reason=connection.close_reason,
+                    requests=connection.requests,
+                )
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Stop reading on every connection, wait for running requests; False on timeout."""
+        self._draining = True
+        for connection in list(self.connections):
+            connection.stop_reading("shutdown")
+        if not self.connections:
+            return True
+        with trio.move_on_after(timeout_s):
+            await self._all_closed.wait()
+            return True
+        return False
+
+    async def wait_shutdown(self) -> None:
+        await self._shutdown.wait()
+
+
+async def _open_listeners(address: HostPort) -> list[trio.SocketListener]:
+    host = None if address.host in ("", "*") else address.host
+    return await trio.open_tcp_listeners(address.port, host=host)
+
+
+def _bound(listeners: list[trio.SocketListener]) -> list[tuple[str, int]]:
+    return [tuple(listener.socket.getsockname()[:2]) for listener in listeners]
+
+
+class _StoreStats:
+    """The store's gauges as `broker.metrics.StoreStatsProvider` wants them."""
+
+    def __init__(self, store: DefaultMessageStore) -> None:
+        self._store = store
+
+    @property
+    def max_offset(self) -> int:
+        return self._store.max_offset
+
+    @property
+    def flushed_where(self) -> int:
+        return self._store.flushed_where
+
+    @property
+    def segment_count(self) -> int:
+        return self._store.segment_count
+
+    @property
+    def writer_queue_depth(self) -> int:
+        return self._store.writer_queue_depth
+
+    @property
+    def running_flags(self) -> int:
+        return self._store.running_flags.flag_bits
+
+
+@contextlib.asynccontextmanager
+async def _metrics(
+    config: BrokerConfig, store: DefaultMessageStore
+) -> AsyncIterator[BrokerMetrics]:
+    metrics = BrokerMetrics()
+    server: MetricsServer | None = None
+    if config.metrics_listen is not None:
+        metrics.attach_store(_StoreStats(store))
+        listen = config.metrics_listen
+        server = await trio.to_thread.run_sync(serve_metrics, listen.host, listen.port, metrics)
+        log.info("metrics_listening", host=listen.host, port=server.port)
+    try:
+        yield metrics
+    finally:
+        if server is not None:
+            await trio.to_thread.run_sync(server.close)
+        metrics.detach_store()
+
+
+async def serve(
+    config: BrokerConfig, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run the broker until `BrokerServer.shutdown()`; report the server once it accepts.
+
+    Raises OSError when a listen address cannot be bound; store failures at open propagate.
+    """
+    listeners = await _open_listeners(config.listen)
+    namesrv_listeners = (
+        await _open_listeners(config.namesrv_listen) if config.namesrv_listen is not None else []
+    )
+    addresses = _bound(listeners)
+    store_host = (config.store_host_ip, addresses[0][1])
+    root = Path(config.store.store_path_root_dir)
+    log.info("startup", store_dir=str(root), flush_disk_type=config.store.flush_disk_type.name)
+    async with (
+        DefaultMessageStore.open(config.store) as store,
+        _metrics(config, store) as metrics,
+    ):
+        topics = TopicConfigManager(
+            root / "config" / "topics.json",
+            auto_create_topic_enable=config.auto_create_topic_enable,
+            default_topic_queue_nums=config.default_topic_queue_nums,
+            cluster_name=config.broker_cluster_name,
+            broker_name=config.broker_name,
+        )
+        await topics.persist()
+        groups = SubscriptionGroupManager(
+            root / "config" / "subscriptionGroup.json",
+            auto_create=config.auto_create_subscription_group,
+        )
+        broker = BrokerContext(config, store, topics, groups, store_host, metrics)
+        server = BrokerServer(broker)
+        server.addresses = addresses
+        server.namesrv_addresses = _bound(namesrv_listeners)
+        await _run(server, listeners, namesrv_listeners, task_status)
+    log.info("shutdown_complete")
+
+
+async def _run(
+    server: BrokerServer,
+    listeners: list[trio.SocketListener],
+    namesrv_listeners: list[trio.SocketListener],
+    task_status: trio.TaskStatus[BrokerServer],
+) -> None:
+    config = server.broker.config
+    async with trio.open_nursery() as connections:
+        async with trio.open_nursery() as accepting:
+            accepting.start_soon(
+                server.serve_listeners, listeners, broker_processors(), connections
+            )
+            if namesrv_listeners:
+                accepting.start_soon(
+                    server.serve_listeners, namesrv_listeners, namesrv_processors(), connections
+                )
+            for host, port in server.addresses + server.namesrv_addresses:
+                log.info("listening", host=host, port=port)
+            task_status.started(server)
+            await server.wait_shutdown()
+            log.info("shutdown", connections=len(server.connections))
+            accepting.cancel_scope.cancel()
+        for listener in listeners + namesrv_listeners:
+            await listener.aclose()
+        if not await server.drain(config.shutdown_timeout_s):
+            log.warning("shutdown_deadline_passed", connections=len(server.connections))
+            connections.cancel_scope.cancel()

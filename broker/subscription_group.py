@@ -1,0 +1,96 @@
+"""The subscription-group table: retry limits of consumer groups, persisted as JSON.
+
+The send path needs a group's `retryMaxTimes` to decide whether a message sent to
+`%RETRY%<group>` goes to the dead-letter topic instead. Groups are created when a consumer
+heartbeat names them (`autoCreateSubscriptionGroup`, default true), as RocketMQ's
+`SubscriptionGroupManager` does. Stored as `<store>/config/subscriptionGroup.json` in RocketMQ's
+shape, written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import structlog
+import trio
+
+from broker.topic_config import DataVersion, write_json_atomically
+
+DEFAULT_RETRY_MAX_TIMES: Final = 16
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionGroupConfig:
+    group_name: str
+    consume_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = DEFAULT_RETRY_MAX_TIMES
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerId": 0,
+            "consumeBroadcastEnable": True,
+            "consumeEnable": self.consume_enable,
+            "consumeFromMinEnable": True,
+            "groupName": self.group_name,
+            "notifyConsumerIdsChangedEnable": True,
+            "retryMaxTimes": self.retry_max_times,
+            "retryQueueNums": self.retry_queue_nums,
+            "whichBrokerWhenConsumeSlowly": 1,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SubscriptionGroupConfig:
+        return cls(
+            str(d["groupName"]),
+            bool(d.get("consumeEnable", True)),
+            int(d.get("retryQueueNums", 1)),
+            int(d.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES)),
+        )
+
+
+class SubscriptionGroupManager:
+    """Consumer groups known to this broker; `path` None keeps them in memory only."""
+
+    def __init__(self, path: Path | None, *, auto_create: bool = True) -> None:
+        self.path = path
+        self.auto_create = auto_create
+        self.data_version = DataVersion()
+        self._lock = trio.Lock()
+        self._table: dict[str, SubscriptionGroupConfig] = {}
+        if path is not None and path.exists():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            for name, entry in (data.get("subscriptionGroupTable") or {}).items():
+                self._table[name] = SubscriptionGroupConfig.from_json(entry)
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        return self._table.get(group)
+
+    def put(self, config: SubscriptionGroupConfig) -> None:
+        self._table[config.group_name] = config
+        self.data_version.next()
+
+    def ensure(self, group: str) -> bool:
+        """Create `group` with defaults if unknown and auto-creation is on; True if created."""
+        if group in self._table or not self.auto_create:
+            return False
+        self.put(SubscriptionGroupConfig(group))
+        log.info("subscription_group_created", group=group)
+        return True
+
+    async def persist(self) -> None:
+        if self.path is None:
+            return
+        async with self._lock:
+            payload = {
+                "dataVersion": self.data_version.to_json(),
+                "subscriptionGroupTable": {
+                    name: config.to_json() for name, config in sorted(self._table.items())
+                },
+            }
+            await trio.to_thread.run_sync(write_json_atomically, self.path, payload)

@@ -1,0 +1,260 @@
+"""The topic table: which topics exist, their queue counts and permissions, persisted as JSON.
+
+`<store>/config/topics.json` has RocketMQ's shape (`TopicConfigSerializeWrapper`):
+`{"dataVersion": {...}, "topicConfigTable": {name: {"topicName", "readQueueNums",
+"writeQueueNums", "perm", "topicFilterType", "topicSysFlag", "order"}}}`, written to a temporary
+file, fsynced and renamed, so a crash leaves the old table or the new one. Auto-creation follows
+`TopicConfigManager.createTopicInSendMessageMethod` (4.9): a new topic inherits from a template
+topic (`TBW102`) that carries the INHERIT permission. Knows nothing of sockets or the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import structlog
+import trio
+
+PERM_PRIORITY: Final = 8
+PERM_READ: Final = 4
+PERM_WRITE: Final = 2
+PERM_INHERIT: Final = 1
+
+AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+#: system topics producers may not send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET, 4.9)
+NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+SCHEDULE_DELAY_LEVELS: Final = 18
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def __str__(self) -> str:  # TopicConfig.toString(), quoted in remarks
+        perm = (
+            ("R" if self.perm & PERM_READ else "-")
+            + ("W" if self.perm & PERM_WRITE else "-")
+            + ("X" if self.perm & PERM_INHERIT else "-")
+        )
+        return (
+            f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
+            f"writeQueueNums={self.write_queue_nums}, perm={perm}, "
+            f"topicFilterType={self.topic_filter_type}, topicSysFlag={self.topic_sys_flag}, "
+            f"order={str(self.order).lower()}]"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TopicConfig:
+        return cls(
+            str(d["topicName"]),
+            int(d.get("readQueueNums", 16)),
+            int(d.get("writeQueueNums", 16)),
+            int(d.get("perm", PERM_READ | PERM_WRITE)),
+            str(d.get("topicFilterType", "SINGLE_TAG")),
+            int(d.get("topicSysFlag", 0)),
+            bool(d.get("order", False)),
+        )
+
+
+def write_json_atomically(path: Path, payload: object) -> None:
+    """Write `payload` as JSON to `path`: temp file in the same directory, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, indent=2, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class DataVersion:
+    """RocketMQ's `DataVersion`: bumped on every change of a persisted table."""
+
+    __slots__ = ("counter", "timestamp")
+
+    def __init__(self) -> None:
+        self.counter = 0
+        self.timestamp = int(time.time() * 1000)
+
+    def next(self) -> None:
+        self.counter += 1
+        self.timestamp = int(time.time() * 1000)
+
+    def to_json(self) -> dict[str, int]:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+
+class TopicConfigManager:
+    """The topics of this broker; `path` None keeps them in memory only (tests)."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        auto_create_topic_enable: bool = True,
+        default_topic_queue_nums: int = 8,
+        cluster_name: str = "DefaultCluster",
+        broker_name: str = "broker-a",
+    ) -> None:
+        self.path = path
+        self.data_version = DataVersion()
+        self._lock = trio.Lock()
+        self._table: dict[str, TopicConfig] = {}
+        for system in _system_topics(auto_create_topic_enable, default_topic_queue_nums):
+            self._table[system.topic_name] = system
+        for name in (cluster_name, broker_name):
+            self._table[name] = TopicConfig(name, 1, 1, PERM_READ | PERM_WRITE | PERM_INHERIT)
+        if not auto_create_topic_enable:
+            self._table.pop(AUTO_CREATE_TOPIC_KEY_TOPIC, None)
+        if path is not None and path.exists():
+            self._load(path, keep_template=auto_create_topic_enable)
+
+    def _load(self, path: Path, *, keep_template: bool) -> None:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for name, entry in (data.get("topicConfigTable") or {}).items():
+            if name == AUTO_CREATE_TOPIC_KEY_TOPIC and not keep_template:
+                continue
+            self._table[name] = TopicConfig.from_json(entry)
+        version = data.get("dataVersion") or {}
+        self.data_version.counter = int(version.get("counter", 0))
+
+    def find(self, topic: str) -> TopicConfig | None:
+        return self._table.get(topic)
+
+    def topics(self) -> dict[str, TopicConfig]:
+        return dict(self._table)
+
+    def put(self, config: TopicConfig) -> None:
+        """Create or replace a topic (admin path); call `persist()` afterwards."""
+        self._table[config.topic_name] = config
+        self.data_version.next()
+
+    def create_in_send(
+        self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int
+    ) -> TopicConfig | None:
+        """Auto-create `topic` from the template `default_topic`, or None if it may not be.
+
+        The template must exist and carry PERM_INHERIT; the new topic gets
+        min(client's queue count, template's write queues) queues and the template's
+        permissions without INHERIT. The caller persists.
+        """
+        existing = self._table.get(topic)
+        if existing is not None:
+            return existing
+        template = self._table.get(default_topic)
+        if template is None:
+            return None
+        if not template.perm & PERM_INHERIT:
+            return None
+        queues = max(0, min(client_queue_nums, template.write_queue_nums))
+        created = TopicConfig(
+            topic,
+            queues,
+            queues,
+            template.perm & ~PERM_INHERIT,
+            template.topic_filter_type,
+            topic_sys_flag,
+        )
+        return self._add(created, default_topic)
+
+    def create_in_send_back(
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int
+    ) -> TopicConfig:
+        """Create a retry or DLQ topic with fixed queues and permission (or return it)."""
+        existing = self._table.get(topic)
+        if existing is not None:
+            return existing
+        created = TopicConfig(topic, queue_nums, queue_nums, perm, "SINGLE_TAG", topic_sys_flag)
+        return self._add(created, None)
+
+    def _add(self, config: TopicConfig, template: str | None) -> TopicConfig:
+        self._table[config.topic_name] = config
+        self.data_version.next()
+        log.info(
+            "topic_created",
+            topic=config.topic_name,
+            queues=config.write_queue_nums,
+            perm=config.perm,
+            template=template,
+        )
+        return config
+
+    async def persist(self) -> None:
+        """Write the table to `path` (off the event loop); concurrent calls are serialised."""
+        if self.path is None:
+            return
+        async with self._lock:
+            payload = {
+                "dataVersion": self.data_version.to_json(),
+                "topicConfigTable": {
+                    name: config.to_json() for name, config in sorted(self._table.items())
+                },
+            }
+            await trio.to_thread.run_sync(write_json_atomically, self.path, payload)
+
+
+def _system_topics(auto_create: bool, default_queue_nums: int) -> list[TopicConfig]:
+    rw = PERM_READ | PERM_WRITE
+    topics = [
+        TopicConfig("SELF_TEST_TOPIC", 1, 1, rw),
+        TopicConfig("OFFSET_MOVED_EVENT", 1, 1, rw),
+        TopicConfig(SCHEDULE_TOPIC, SCHEDULE_DELAY_LEVELS, SCHEDULE_DELAY_LEVELS, rw),
+        TopicConfig(TRANS_HALF_TOPIC, 1, 1, rw),
+    ]
+    if auto_create:
+        topics.append(
+            TopicConfig(
+                AUTO_CREATE_TOPIC_KEY_TOPIC,
+                default_queue_nums,
+                default_queue_nums,
+                rw | PERM_INHERIT,
+            )
+        )
+    return topics

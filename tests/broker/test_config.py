@@ -1,0 +1,141 @@
+"""BrokerConfig: defaults < TOML < RMQ_* environment < flags, and errors that name the key."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from broker.config import BrokerConfig, ConfigError, HostPort, build_config, load_config
+from store.config import BrokerRole, FlushDiskType
+
+TOML = """
+broker_name = "broker-toml"
+listen = "127.0.0.1:20911"
+flush_disk_type = "SYNC_FLUSH"
+mapped_file_size_commit_log = 8192
+trace_on = false
+
+[store]
+max_message_size = 2048
+"""
+
+
+def write(tmp_path: pathlib.Path, text: str) -> str:
+    path = tmp_path / "broker.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_defaults_are_rocketmq_defaults() -> None:
+    config = load_config(environ={})
+    assert config.listen == HostPort("0.0.0.0", 10911)
+    assert config.broker_cluster_name == "DefaultCluster"
+    assert config.region_id == "DefaultRegion"
+    assert config.default_topic_queue_nums == 8
+    assert config.auto_create_topic_enable is True
+    assert config.store.flush_disk_type is FlushDiskType.ASYNC_FLUSH
+    assert config.store.max_message_size == 4 * 1024 * 1024
+
+
+def test_toml_overrides_defaults_and_tables_are_flat(tmp_path: pathlib.Path) -> None:
+    config = load_config(write(tmp_path, TOML), environ={})
+    assert config.broker_name == "broker-toml"
+    assert config.listen == HostPort("127.0.0.1", 20911)
+    assert config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH
+    assert config.store.mapped_file_size_commit_log == 8192
+    assert config.store.max_message_size == 2048
+    assert config.trace_on is False
+
+
+def test_env_overrides_toml_and_flags_override_env(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, TOML)
+    env = {
+        "RMQ_BROKER_NAME": "broker-env",
+        "RMQ_FLUSH_DISK_TYPE": "async_flush",
+        "RMQ_MAX_MESSAGE_SIZE": "4096",
+        "RMQ_BROKER_ROLE": "SLAVE",
+        "RMQ_TRACE_ON": "true",
+        "UNRELATED": "x",
+    }
+    config = load_config(path, environ=env)
+    assert config.broker_name == "broker-env"
+    assert config.store.flush_disk_type is FlushDiskType.ASYNC_FLUSH
+    assert config.store.max_message_size == 4096
+    assert config.store.broker_role is BrokerRole.SLAVE
+    assert config.trace_on is True
+    flags = {"flush_disk_type": "SYNC_FLUSH", "listen": "[::1]:0", "broker_name": None}
+    config = load_config(path, flags, environ=env)
+    assert config.store.flush_disk_type is FlushDiskType.SYNC_FLUSH
+    assert config.listen == HostPort("::1", 0)
+    assert config.broker_name == "broker-env"  # a None flag was not given
+
+
+def test_config_file_can_come_from_the_environment(tmp_path: pathlib.Path) -> None:
+    config = load_config(environ={"RMQ_CONFIG": write(tmp_path, TOML)})
+    assert config.broker_name == "broker-toml"
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"mapped_file_size_commit_log": "1000"}, "mapped_file_size_commit_log"),
+        ({"max_message_size": "big"}, "max_message_size"),
+        ({"flush_disk_type": "SOMETIMES"}, "flush_disk_type"),
+        ({"trace_on": "maybe"}, "trace_on"),
+        ({"listen": "localhost"}, "listen"),
+        ({"listen": "127.0.0.1:70000"}, "listen"),
+        ({"idle_timeout_s": "0"}, "idle_timeout_s"),
+        ({"no_such_key": "1"}, "no_such_key"),
+        ({"default_topic_queue_nums": 1.5}, "default_topic_queue_nums"),
+        ({"broker_name": 7}, "broker_name"),
+    ],
+)
+def test_bad_values_name_their_key(raw: dict[str, object], key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_config(raw)
+    assert info.value.key == key
+    assert str(info.value).startswith(f"{key}: ")
+
+
+def test_unreadable_and_invalid_toml_are_config_errors(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(str(tmp_path / "missing.toml"), environ={})
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "broker_name = "), environ={})
+
+
+def test_config_is_frozen_and_replaceable() -> None:
+    config = BrokerConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.broker_name = "x"  # type: ignore[misc]
+    store = dataclasses.replace(config.store, mapped_file_size_commit_log=4096)
+    assert dataclasses.replace(config, store=store).store.mapped_file_size_commit_log == 4096
+
+
+def test_store_host_ip_follows_the_listen_address() -> None:
+    assert build_config({"listen": "0.0.0.0:1"}).store_host_ip == "127.0.0.1"
+    assert build_config({"listen": "10.1.2.3:1"}).store_host_ip == "10.1.2.3"
+    assert build_config({"listen": "10.1.2.3:1", "broker_ip1": "1.2.3.4"}).store_host_ip == (
+        "1.2.3.4"
+    )
+
+
+def test_serve_reports_a_bad_value_in_one_line_without_traceback(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, 'flush_disk_type = "NEVER"\n')
+    out = subprocess.run(
+        [sys.executable, "-m", "broker", "serve", "--config", path, "--store-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "rmq-broker: configuration error: flush_disk_type: expected one of ASYNC_FLUSH, "
+        "SYNC_FLUSH, got 'NEVER'"
+    ]

@@ -1,0 +1,146 @@
+"""The server over real loopback sockets: many connections, a bad peer among good ones, the
+name-server role on the broker port and on the extra port, graceful shutdown in-process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import pathlib
+
+import pytest
+import trio
+import trio.lowlevel
+from structlog.testing import capture_logs
+
+from broker.client import ConnectionClosedError, Message, Producer, SendError, open_producer
+from protocol.codes import MQ_VERSION, RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.route import ClusterInfo, HeartbeatData, ProducerData, TopicRouteData
+from store.reader import CommitLogReader
+from tests.conftest import RunningBroker, make_config, start_broker
+
+
+async def test_unknown_request_code_is_not_supported(producer: Producer) -> None:
+    response = await producer.request(RemotingCommand.request(RequestCode.PULL_MESSAGE + 1000))
+    assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert response.remark == " request type 1011 not supported"
+
+
+async def test_a_malformed_frame_closes_only_its_connection(broker: RunningBroker) -> None:
+    async with (
+        open_producer("127.0.0.1", broker.port) as good,
+        open_producer("127.0.0.1", broker.port) as bad,
+    ):
+        await good.send(Message("Good", b"before"))
+        with capture_logs() as logs:
+            await bad.stream.send_all(b"\x00\x00\x00\x10\x05\x00\x00\x04garbagegarbage!!")
+            with trio.fail_after(5), pytest.raises(ConnectionClosedError):
+                await bad.send(Message("Bad", b"never"))
+        assert [e["event"] for e in logs].count("protocol_error") == 1
+        result = await good.send(Message("Good", b"after"))
+        assert result.queue_offset >= 0
+    await broker.stop()
+    with CommitLogReader(broker.config.store.store_path_root_dir) as reader:
+        bodies = [r.body for r in reader.iter_records(reader.min_offset)]
+    assert bodies == [b"before", b"after"]
+
+
+async def test_two_hundred_concurrent_connections(broker: RunningBroker) -> None:
+    offsets: list[str] = []
+
+    async def client(index: int) -> None:
+        async with open_producer("127.0.0.1", broker.port, timeout_s=20) as producer:
+            result = await producer.send(Message("Many", f"m{index}".encode(), keys=str(index)))
+            offsets.append(result.offset_msg_id)
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for index in range(200):
+                nursery.start_soon(client, index)
+    assert len(set(offsets)) == 200
+    await broker.stop()
+    with CommitLogReader(broker.config.store.store_path_root_dir) as reader:
+        bodies = {r.body for r in reader.iter_records(reader.min_offset)}
+    assert bodies == {f"m{i}".encode() for i in range(200)}
+
+
+async def test_route_cluster_heartbeat_and_unregister(
+    producer: Producer, broker: RunningBroker
+) -> None:
+    route = await producer.get_route("NeverSeen")  # unknown: what a first send would create
+    [queue] = route.queue_datas
+    assert (queue.read_queue_nums, queue.write_queue_nums, queue.perm) == (4, 4, 6)
+    [data] = route.broker_datas
+    assert data.broker_addrs == {0: f"127.0.0.1:{broker.port}"}
+    assert data.cluster == "DefaultCluster"
+    info = await producer.get_cluster_info()
+    assert info.cluster_addr_table == {"DefaultCluster": ["broker-a"]}
+    heartbeat = HeartbeatData("c@1", (ProducerData("pg"),)).to_json() + b"\n"
+    answer = await producer.request(RemotingCommand.request(RequestCode.HEART_BEAT, body=heartbeat))
+    assert (answer.code, answer.version, answer.remark) == (0, MQ_VERSION, None)
+    unregister = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, {"clientID": "c@1"})
+    assert (await producer.request(unregister)).code == 0
+    missing = await producer.request(RemotingCommand.request(RequestCode.UNREGISTER_CLIENT))
+    assert (missing.code, missing.remark) == (1, "the custom field clientID is null")
+
+
+async def test_route_body_is_standard_json(producer: Producer) -> None:
+    await producer.send(Message("Known", b"x"))
+    command = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Known"})
+    body = json.loads((await producer.request(command)).body or b"")
+    assert body["brokerDatas"][0]["brokerAddrs"].keys() == {"0"}
+    assert body["queueDatas"][0]["writeQueueNums"] == 4
+    assert TopicRouteData.from_json(json.dumps(body).encode()).queue_datas[0].perm == 6
+
+
+async def test_no_route_without_auto_create(nursery: trio.Nursery, tmp_path: pathlib.Path) -> None:
+    running = await start_broker(
+        nursery, make_config(tmp_path / "s", auto_create_topic_enable="false")
+    )
+    async with open_producer("127.0.0.1", running.port) as client:
+        with pytest.raises(SendError) as info:
+            await client.get_route("Nope")
+    assert info.value.code == ResponseCode.TOPIC_NOT_EXIST
+    assert info.value.remark is not None
+    assert info.value.remark.startswith("No topic route info in name server for the topic: Nope")
+    await running.stop()
+
+
+async def test_extra_name_server_port_answers_routes_but_not_sends(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    running = await start_broker(nursery, make_config(tmp_path / "s", namesrv_listen="127.0.0.1:0"))
+    [(_, namesrv_port)] = running.server.namesrv_addresses
+    assert namesrv_port != running.port
+    async with open_producer("127.0.0.1", namesrv_port) as namesrv:
+        route = await namesrv.get_route("AnyTopic")
+        assert route.broker_datas[0].broker_addrs[0] == f"127.0.0.1:{running.port}"
+        assert isinstance(await namesrv.get_cluster_info(), ClusterInfo)
+        with pytest.raises(SendError) as info:
+            await namesrv.send(Message("AnyTopic", b"x"))
+        assert info.value.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    await running.stop()
+
+
+async def test_shutdown_lets_running_requests_finish(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    running = await start_broker(nursery, make_config(tmp_path / "s", flush_disk_type="SYNC_FLUSH"))
+    results: list[str] = []
+    async with open_producer("127.0.0.1", running.port, timeout_s=10) as client:
+        await client.send(Message("Drain", b"first"))
+
+        async def sender(index: int) -> None:
+            # A send after the broker stopped reading is never acknowledged.
+            with contextlib.suppress(ConnectionClosedError, SendError):
+                results.append((await client.send(Message("Drain", b"%d" % index))).offset_msg_id)
+
+        async with trio.open_nursery() as senders:
+            for index in range(50):
+                senders.start_soon(sender, index)
+            await trio.lowlevel.checkpoint()
+            await running.stop()
+    with CommitLogReader(running.config.store.store_path_root_dir) as reader:
+        stored = {r.physical_offset for r in reader.iter_records(reader.min_offset)}
+    acked = {int(msg_id[-16:], 16) for msg_id in results}
+    assert acked <= stored  # every acknowledged message survived the shutdown

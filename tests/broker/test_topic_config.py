@@ -1,0 +1,77 @@
+"""The topic and subscription-group tables: auto-creation rules and atomic JSON persistence."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from broker.subscription_group import SubscriptionGroupManager
+from broker.topic_config import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    TopicConfig,
+    TopicConfigManager,
+)
+
+
+def test_template_topic_exists_only_with_auto_create() -> None:
+    on = TopicConfigManager(None, auto_create_topic_enable=True, default_topic_queue_nums=8)
+    template = on.find(AUTO_CREATE_TOPIC_KEY_TOPIC)
+    assert template == TopicConfig("TBW102", 8, 8, PERM_READ | PERM_WRITE | PERM_INHERIT)
+    off = TopicConfigManager(None, auto_create_topic_enable=False)
+    assert off.find(AUTO_CREATE_TOPIC_KEY_TOPIC) is None
+    assert off.create_in_send("T", "TBW102", 4, 0) is None
+
+
+def test_auto_created_topic_takes_the_smaller_queue_count_and_drops_inherit() -> None:
+    topics = TopicConfigManager(None, default_topic_queue_nums=8)
+    created = topics.create_in_send("Orders", "TBW102", 4, 0)
+    assert created == TopicConfig("Orders", 4, 4, PERM_READ | PERM_WRITE)
+    assert topics.create_in_send("Big", "TBW102", 64, 0) == TopicConfig(
+        "Big", 8, 8, PERM_READ | PERM_WRITE
+    )
+    # A template without INHERIT cannot spawn topics.
+    assert topics.create_in_send("Child", "Orders", 4, 0) is None
+
+
+async def test_persisted_table_has_rocketmq_shape_and_reloads(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "config" / "topics.json"
+    topics = TopicConfigManager(path)
+    topics.create_in_send("Orders", "TBW102", 4, 0)
+    await topics.persist()
+    data = json.loads(path.read_text())
+    assert data["dataVersion"]["counter"] >= 1
+    assert data["topicConfigTable"]["Orders"] == {
+        "order": False,
+        "perm": 6,
+        "readQueueNums": 4,
+        "topicFilterType": "SINGLE_TAG",
+        "topicName": "Orders",
+        "topicSysFlag": 0,
+        "writeQueueNums": 4,
+    }
+    assert list(path.parent.iterdir()) == [path]  # no temporary file left behind
+    reloaded = TopicConfigManager(path)
+    assert reloaded.find("Orders") == topics.find("Orders")
+
+
+def test_topic_config_text_matches_java_to_string() -> None:
+    text = str(TopicConfig("T", 4, 4, PERM_READ | PERM_WRITE))
+    assert text == (
+        "TopicConfig [topicName=T, readQueueNums=4, writeQueueNums=4, perm=RW-, "
+        "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false]"
+    )
+
+
+async def test_subscription_groups_are_created_once_and_persisted(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "config" / "subscriptionGroup.json"
+    groups = SubscriptionGroupManager(path)
+    assert groups.ensure("g1") is True
+    assert groups.ensure("g1") is False
+    await groups.persist()
+    reloaded = SubscriptionGroupManager(path)
+    found = reloaded.find("g1")
+    assert found is not None and found.retry_max_times == 16
+    assert SubscriptionGroupManager(None, auto_create=False).ensure("g2") is False
