@@ -48,5 +48,9 @@ bench: install-test
 	$(PY) bench/codec.py
 	$(PY) bench/store.py
 
+# Builds the image with podman and runs it end to end (see deploy/README.md).
+test-container: install-test
+	bash deploy/container-test.sh
+
 clean:
 	rm -rf $(VENV) .store .mypy_cache .pytest_cache .ruff_cache build *.egg-info
