@@ -1,1 +1,1 @@
-"""Benchmarks: scripts that print their figures (run as `python bench/<name>.py` or `python -m bench.<name>`)."""
+"""Benchmarks: scripts that print their figures (`python bench/<name>.py`)."""

@@ -1,0 +1,171 @@
+"""The servers under load: our broker and Redis 7 as subprocesses, and their memory footprint.
+
+Each server gets a free loopback port and a fresh directory on the disk the bench runs from, is
+started for one flush mode, and is stopped (SIGTERM, then SIGKILL after a deadline) when its rows
+are done. Memory is read with psutil: `rss` is what `ps` shows, and `anon` leaves out file-backed
+pages, so the broker's mmap'ed commit log (page cache) does not count as its own memory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+import psutil
+
+FlushMode = Literal["SYNC", "ASYNC"]
+_MIB: Final = 1024 * 1024
+_READY_TIMEOUT_S: Final = 30.0
+_STOP_TIMEOUT_S: Final = 20.0
+REDIS_SERVER: Final = "redis-server"
+
+
+@dataclass(slots=True)
+class Footprint:
+    """Memory of one server process in MiB: after start, and the largest seen under load."""
+
+    idle_rss: float = 0.0
+    idle_anon: float = 0.0
+    peak_rss: float = 0.0
+    peak_anon: float = 0.0
+
+
+@dataclass(slots=True)
+class Server:
+    name: str
+    port: int
+    process: subprocess.Popen[bytes]
+    footprint: Footprint = field(default_factory=Footprint)
+
+    def sample_memory(self) -> None:
+        """Fold the current RSS into the peaks; a vanished process is left to the caller."""
+        try:
+            info = psutil.Process(self.process.pid).memory_info()
+        except psutil.Error:
+            return
+        anon = (info.rss - info.shared) / _MIB
+        self.footprint.peak_rss = max(self.footprint.peak_rss, info.rss / _MIB)
+        self.footprint.peak_anon = max(self.footprint.peak_anon, anon)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the server has used so far, all its threads."""
+        times = psutil.Process(self.process.pid).cpu_times()
+        return float(times.user + times.system)
+
+    def record_idle(self) -> None:
+        info = psutil.Process(self.process.pid).memory_info()
+        self.footprint.idle_rss = info.rss / _MIB
+        self.footprint.idle_anon = (info.rss - info.shared) / _MIB
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the kernel had free a moment ago (the server binds it next)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def redis_available() -> bool:
+    return shutil.which(REDIS_SERVER) is not None
+
+
+#: the console script installed beside the interpreter running the bench
+BROKER_EXECUTABLE: Final = Path(sys.executable).with_name("rmq-broker")
+
+
+def _broker_command(executable: Path, port: int, store_dir: Path, mode: FlushMode) -> list[str]:
+    return [
+        str(executable),
+        "serve",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--store-dir",
+        str(store_dir),
+        "--flush-disk-type",
+        f"{mode}_FLUSH",
+    ]
+
+
+def _redis_command(port: int, data_dir: Path, mode: FlushMode) -> list[str]:
+    return [
+        REDIS_SERVER,
+        "--port", str(port),
+        "--bind", "127.0.0.1",
+        "--dir", str(data_dir),
+        "--save", "",
+        "--appendonly", "yes",
+        "--appendfsync", "always" if mode == "SYNC" else "everysec",
+        "--protected-mode", "no",
+        "--daemonize", "no",
+        "--loglevel", "warning",
+    ]  # fmt: skip
+
+
+def _wait_ready(server: Server, log: Path) -> None:
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{server.name} exited with {server.process.returncode}:\n{tail}")
+        try:
+            socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
+        except OSError:
+            time.sleep(0.05)
+            continue
+        time.sleep(0.3)  # let the accept loop and background services settle before "idle"
+        return
+    raise RuntimeError(f"{server.name} did not listen on {server.port} in {_READY_TIMEOUT_S}s")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def running(
+    kind: Literal["broker", "redis"],
+    mode: FlushMode,
+    root: Path,
+    broker_executable: Path = BROKER_EXECUTABLE,
+) -> Iterator[Server]:
+    """Start a fresh `kind` server for `mode` under `root`; stop it and remove its files after.
+
+    Raises RuntimeError if it exits or does not listen within 30 s (its log tail included).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"send-{kind}-{mode.lower()}-", dir=root))
+    port = free_port()
+    command = (
+        _broker_command(broker_executable, port, work / "store", mode)
+        if kind == "broker"
+        else _redis_command(port, work, mode)
+    )
+    log = work / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    server = Server(f"{kind} {mode}", port, process)
+    try:
+        _wait_ready(server, log)
+        server.record_idle()
+        yield server
+    finally:
+        _stop(process)
+        # keep the server's log beside the results; its files go (they can be gigabytes)
+        shutil.copyfile(log, root / f"{kind}-{mode.lower()}.log")
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,303 @@
+"""Send throughput and ack latency of the broker, against Redis 7 XADD on the same load.
+
+A load generator in several processes (plain sockets, requests encoded before the clock starts)
+keeps P connections x W requests in flight: SEND_MESSAGE_V2 with a Java client's JSON header to
+`rmq-broker serve`, and XADD of the same bodies to `redis-server`. Each server runs as a
+subprocess on a free loopback port with a fresh directory, once per flush mode:
+
+    SYNC rows   broker --flush-disk-type SYNC_FLUSH   Redis --appendonly yes --appendfsync always
+    ASYNC rows  broker --flush-disk-type ASYNC_FLUSH  Redis --appendonly yes --appendfsync everysec
+
+Prints msgs/s, MB/s (bodies), p50/p99/p999 ack latency per row and server, our/Redis ratios,
+PASS/MISS per target, the servers' memory (idle and peak under load), and writes a PNG chart.
+
+    .venv/bin/python bench/send.py [--rows SYNC-8x1-1KiB,...] [--duration 3] [--no-redis]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import platform
+import queue
+import sys
+import time
+from array import array
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from typing import Final, Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import report
+from bench._loadgen import Dialect, Load, Share, ShareResult, Target
+from bench._loadgen_profile import print_hot_spots, profiling
+from bench._loadgen_report import (
+    Figures,
+    Row,
+    chart,
+    figures,
+    print_ratios,
+    print_row,
+    print_targets,
+)
+from bench._loadgen_servers import (
+    BROKER_EXECUTABLE,
+    FlushMode,
+    Server,
+    redis_available,
+    running,
+)
+
+OUT: Final = Path(__file__).resolve().parent / "out"
+DEFAULT_ROWS: Final = tuple(
+    Row(mode, 8, window, size)
+    for size in (1024, 128)
+    for mode, window in (("SYNC", 1), ("SYNC", 16), ("ASYNC", 16))
+)
+_WORKER_SLACK_S: Final = 120.0
+_FORK: Final = multiprocessing.get_context("fork")  # children inherit the imports, nothing else
+
+
+Kind = Literal["broker", "redis"]
+DIALECTS: Final[dict[Kind, Dialect]] = {"broker": "remoting", "redis": "resp"}
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    duration_s: float
+    warmup_s: float
+    processes: int
+    repeat: int
+    broker_executable: Path
+    profile: bool
+
+
+def _share_main(
+    target: Target,
+    load: Load,
+    indexes: list[int],
+    barrier: Barrier,
+    results: multiprocessing.Queue[tuple[str, ShareResult | str]],
+) -> None:
+    """Body of one generator process: connect, wait for the others, run, report back."""
+    try:
+        share = Share(target, load, indexes)
+        barrier.wait(timeout=60)
+        results.put(("ok", share.run(time.monotonic())))
+    except Exception as exc:  # any failure voids the row; the parent prints it
+        barrier.abort()  # the other generators stop waiting for this one
+        results.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def drive(server: Server, target: Target, row: Row, options: Options) -> Figures:
+    """Run one row against `server`; sample its memory while the generator runs."""
+    load = Load(row.connections, row.window, row.body_size, options.duration_s, options.warmup_s)
+    processes = min(options.processes, row.connections)
+    results: multiprocessing.Queue[tuple[str, ShareResult | str]] = _FORK.Queue()
+    barrier = _FORK.Barrier(processes)
+    workers = [
+        _FORK.Process(
+            target=_share_main,
+            args=(target, load, list(range(n, row.connections, processes)), barrier, results),
+        )
+        for n in range(processes)
+    ]
+    cpu_before = server.cpu_seconds()
+    for worker in workers:
+        worker.start()
+    shares: list[ShareResult] = []
+    errors: list[str] = []
+    # connect + barrier + run + drain are each bounded in the workers; this is the backstop
+    deadline = time.monotonic() + options.warmup_s + options.duration_s + _WORKER_SLACK_S
+    while len(shares) + len(errors) < processes:
+        server.sample_memory()
+        try:
+            status, payload = results.get(timeout=0.1)
+        except queue.Empty:
+            if time.monotonic() > deadline:
+                errors.extend(["generator timed out"] * (processes - len(shares) - len(errors)))
+                for worker in workers:
+                    worker.kill()
+            elif not any(w.is_alive() for w in workers) and results.empty():
+                errors.append("a generator process died")
+            continue
+        if isinstance(payload, ShareResult):
+            shares.append(payload)
+        else:
+            errors.append(f"{status}: {payload}")
+    cpu_s = server.cpu_seconds() - cpu_before
+    for worker in workers:
+        worker.join()
+    for error in errors:
+        print(f"send {server.name} {row.name} VOID {error}", flush=True)
+    return _merge(shares, row, options, len(errors), cpu_s)
+
+
+def _merge(
+    shares: list[ShareResult], row: Row, options: Options, extra_failed: int, cpu_s: float
+) -> Figures:
+    latencies = array("d")
+    for share in shares:
+        latencies.frombytes(share.latencies_us)
+    failed = sum(share.failed for share in shares) + extra_failed
+    unanswered = sum(share.unanswered for share in shares)
+    first = next((share.first_failure for share in shares if share.first_failure), "")
+    if first:
+        print(f"  first failed reply: {first}", flush=True)
+    replies = sum(share.replies for share in shares)
+    cpu_us_msg = cpu_s * 1e6 / replies if replies else 0.0
+    return figures(
+        latencies.tolist(), failed, unanswered, row, options.duration_s, cpu_us_msg=cpu_us_msg
+    )
+
+
+@contextmanager
+def _maybe_profiling(enabled: bool, server: Server, row: Row) -> Iterator[None]:
+    if not enabled:
+        yield
+        return
+    path = OUT / f"profile-{row.name}.txt"
+    with profiling(server.process.pid, path):
+        yield
+    print_hot_spots(path)
+
+
+def _median(runs: list[Figures]) -> Figures:
+    return sorted(runs, key=lambda run: run.msgs_s)[len(runs) // 2]
+
+
+def run_mode(
+    mode: FlushMode, kinds: Sequence[Kind], rows: Sequence[Row], options: Options
+) -> dict[Kind, dict[str, Figures]]:
+    """Start one server of each kind for `mode`, run every row on each in turn, `repeat` times.
+
+    The servers alternate row by row, so drift on the shared machine (other jobs, the disk)
+    falls on both; the run with the median msgs/s stands for the row. Prints the rows and each
+    server's footprint.
+    """
+    out: dict[Kind, dict[str, Figures]] = {kind: {} for kind in kinds}
+    with ExitStack() as stack:
+        servers = {
+            kind: stack.enter_context(running(kind, mode, OUT / "tmp", options.broker_executable))
+            for kind in kinds
+        }
+        for row in rows:
+            runs: dict[Kind, list[Figures]] = {kind: [] for kind in kinds}
+            for attempt in range(options.repeat):
+                for kind, server in servers.items():
+                    target = Target(DIALECTS[kind], "127.0.0.1", server.port)
+                    profile = options.profile and kind == "broker" and attempt == 0
+                    with _maybe_profiling(profile, server, row):
+                        runs[kind].append(drive(server, target, row, options))
+            for kind in kinds:
+                out[kind][row.name] = _median(runs[kind])
+                all_msgs_s = "/".join(str(round(run.msgs_s)) for run in runs[kind])
+                print_row(kind, row, out[kind][row.name], all_msgs_s)
+        for kind, server in servers.items():
+            server.sample_memory()
+            fp = server.footprint
+            report(
+                f"footprint {kind} {mode}",
+                idle_rss_mib=fp.idle_rss,
+                idle_anon_mib=fp.idle_anon,
+                peak_rss_mib=fp.peak_rss,
+                peak_anon_mib=fp.peak_anon,
+            )
+    return out
+
+
+def _parse_rows(text: str | None) -> list[Row]:
+    if not text:
+        return list(DEFAULT_ROWS)
+    known = {row.name.lower(): row for row in DEFAULT_ROWS}
+    rows = []
+    for name in text.split(","):
+        mode, shape, size = name.strip().split("-")
+        connections, window = shape.split("x")
+        body = (
+            int(size.lower().removesuffix("kib")) * 1024
+            if "k" in size.lower()
+            else int(size.lower().removesuffix("b"))
+        )
+        rows.append(
+            known.get(name.strip().lower(), Row(mode.upper(), int(connections), int(window), body))
+        )
+    return rows
+
+
+def _print_machine() -> None:
+    model = "unknown cpu"
+    with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    print(
+        f"machine cpus={os.cpu_count()} cpu={model!r} kernel={platform.release()} "
+        f"python={platform.python_version()} {_load_average()}",
+        flush=True,
+    )
+
+
+def _load_average() -> str:
+    """Other work on the machine skews every figure; say how busy it was."""
+    one, five, _ = os.getloadavg()
+    return f"loadavg_1m={one:.2f} loadavg_5m={five:.2f}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rows", help="comma-separated, e.g. SYNC-8x1-1KiB,ASYNC-8x16-128B")
+    parser.add_argument("--duration", type=float, default=2.5, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=0.5, help="unmeasured seconds per run")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per row and server (median)")
+    parser.add_argument("--processes", type=int, default=2, help="generator processes")
+    parser.add_argument("--no-redis", action="store_true", help="broker rows only")
+    parser.add_argument("--no-broker", action="store_true", help="Redis rows only")
+    parser.add_argument("--chart", type=Path, default=OUT / "send.png")
+    parser.add_argument("--broker-executable", type=Path, default=BROKER_EXECUTABLE)
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy the broker on each row's first run"
+    )
+    args = parser.parse_args(argv)
+    rows = _parse_rows(args.rows)
+    options = Options(
+        args.duration,
+        args.warmup,
+        args.processes,
+        args.repeat,
+        args.broker_executable,
+        args.profile,
+    )
+    _print_machine()
+    with_redis = not args.no_redis and redis_available()
+    if not args.no_redis and not with_redis:
+        print("redis-server not found (apt-get install -y redis-server): broker rows only")
+    ours: dict[str, Figures] = {}
+    redis: dict[str, Figures] = {}
+    for mode in ("SYNC", "ASYNC"):
+        mode_rows = [row for row in rows if row.mode == mode]
+        if not mode_rows:
+            continue
+        kinds: list[Kind] = [] if args.no_broker else ["broker"]
+        if with_redis:
+            kinds.append("redis")
+        figures_by_kind = run_mode(mode, kinds, mode_rows, options)
+        ours |= figures_by_kind.get("broker", {})
+        redis |= figures_by_kind.get("redis", {})
+    for row in rows:
+        if row.name in ours and row.name in redis:
+            print_ratios(row, ours[row.name], redis[row.name])
+    print_targets(ours, redis)
+    chart(rows, ours, redis, args.chart)
+    print(f"chart {args.chart} {_load_average()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
