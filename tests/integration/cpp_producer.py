@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from rocketmq.client import Message, Producer  # type: ignore[import-untyped]
+from rocketmq.client import Message, Producer
 
 LARGE_BODY_EVERY = 10
 LARGE_BODY_SIZE = 8 * 1024  # above the client's 4 KiB compression threshold
@@ -33,8 +33,8 @@ def message(topic: str, index: int) -> Message:
     return msg
 
 
-def emit(kind: str, index: int, result: object) -> None:
-    status, msg_id, offset = result  # type: ignore[misc]
+def emit(kind: str, index: int, result: tuple[int, str, int]) -> None:
+    status, msg_id, offset = result
     line = {"kind": kind, "index": index, "status": int(status), "msg_id": msg_id}
     print(json.dumps({**line, "offset": offset}), flush=True)
 
