@@ -144,3 +144,20 @@ async def test_shutdown_lets_running_requests_finish(
         stored = {r.physical_offset for r in reader.iter_records(reader.min_offset)}
     acked = {int(msg_id[-16:], 16) for msg_id in results}
     assert acked <= stored  # every acknowledged message survived the shutdown
+
+
+async def test_sync_flushes_are_timed_into_the_flush_histogram(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    config = make_config(tmp_path / "store", flush_disk_type="SYNC_FLUSH")
+    running = await start_broker(nursery, config)
+    metrics = running.server.broker.metrics
+    assert metrics is not None
+    flushes = "rmq_broker_flush_latency_seconds_count"
+    assert (metrics.registry.get_sample_value(flushes) or 0) == 0
+    async with open_producer("127.0.0.1", running.port) as client:
+        for index in range(3):
+            await client.send(Message("Timed", b"%d" % index))
+    # SYNC_FLUSH acknowledges after a flush, so each send was covered by a timed flush.
+    assert (metrics.registry.get_sample_value(flushes) or 0) >= 1
+    await running.stop()
