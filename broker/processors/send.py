@@ -238,8 +238,16 @@ class SendMessageProcessor:
             elapsed = trio.current_time() - started
             body_bytes = sum(len(r.body) for r in records)
             metrics.record_put(topic, status.name, body_bytes, elapsed, messages=len(records))
-            if status is PutMessageStatus.WRITER_QUEUE_FULL:
-                metrics.record_system_busy("writer_queue_full")
+            busy_reason = _BUSY_REASONS.get(status)
+            if busy_reason is not None:
+                metrics.record_system_busy(busy_reason)
+
+
+#: statuses that mean flow control (the writer is full or stuck), by busy-counter reason
+_BUSY_REASONS: Final = {
+    PutMessageStatus.WRITER_QUEUE_FULL: "writer_queue_full",
+    PutMessageStatus.OS_PAGE_CACHE_BUSY: "os_page_cache_busy",
+}
 
 
 def _delay_level(props: dict[str, str]) -> int:
