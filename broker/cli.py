@@ -22,6 +22,7 @@ import trio
 
 from broker import __version__
 from broker.config import BrokerConfig, ConfigError, HostPort, load_config
+from store.errors import StoreError
 
 EXIT_CONFIG_ERROR = 2
 EXIT_SECOND_SIGNAL = 130
@@ -77,11 +78,23 @@ def serve(  # noqa: PLR0917 (click passes every option)
     from broker.logging import configure_logging
 
     configure_logging(config.log_level)
+    failures: list[BaseException] = []
     try:
         trio.run(_serve_until_signalled, config)
-    except OSError as exc:
-        click.echo(f"rmq-broker: cannot start: {exc}", err=True)
+    except* (OSError, StoreError) as group:
+        # A bound port, a locked or damaged store: one clear line each, no traceback.
+        failures.extend(_leaves(group))
+    for failure in failures:
+        click.echo(f"rmq-broker: cannot start: {failure}", err=True)
+    if failures:
         sys.exit(1)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    leaves: list[BaseException] = []
+    for exc in group.exceptions:
+        leaves.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return leaves
 
 
 async def _serve_until_signalled(config: BrokerConfig) -> None:
