@@ -108,3 +108,4 @@ def test_sigkill_under_sync_load_loses_no_acknowledged_message(tmp_path: pathlib
         daemon.process.terminate()
         daemon.finish()
     assert stored >= len(acked) > CYCLES
+    print(f"crash_under_load cycles={CYCLES} acknowledged={len(acked)} stored={stored}")
