@@ -109,8 +109,9 @@ class FlushOffsetFile:
         flags = os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY
         fd = os.open(path, flags, 0o644)
         try:
-            if writable and os.fstat(fd).st_size < FLUSH_OFFSET_FILE_SIZE:
-                os.ftruncate(fd, FLUSH_OFFSET_FILE_SIZE)
+            if writable:
+                # Reserved blocks, so writes through the mapping cannot SIGBUS on a full disk.
+                os.posix_fallocate(fd, 0, FLUSH_OFFSET_FILE_SIZE)
             access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
             self.mm = mmap.mmap(fd, FLUSH_OFFSET_FILE_SIZE, access=access)
         finally:

@@ -32,15 +32,18 @@ def is_segment_name(name: str) -> bool:
 def create_segment_file(path: str, size: int) -> None:
     """Create `path` at full size. Raises OSError (ENOSPC, EACCES...) and leaves nothing behind.
 
-    A sparse file (ftruncate) is used. Measured on this disk: fdatasync after 8 KiB appends, p50
-    0.19 ms sparse, 0.20 ms fallocated, 0.30 ms pre-written; copying 1.2 KiB records into the
+    The blocks are reserved (posix_fallocate), never left sparse: a store on a full file system
+    must fail here, with ENOSPC while creating the segment, not later with SIGBUS when the writer
+    touches an unbacked page of the mapping. Measured on this disk: fdatasync after 8 KiB appends,
+    p50 0.19 ms sparse, 0.20 ms fallocated, 0.30 ms pre-written; copying 1.2 KiB records into the
     mapping, 0.80 us sparse vs 0.44 us pre-written, for 350 ms of extra writes per GiB to
-    pre-write. Not worth it, so pages are only touched when `warm_mapped_file_enable` asks.
+    pre-write. Pre-writing is not worth it, so pages are only touched when
+    `warm_mapped_file_enable` asks.
     """
     tmp = f"{path}.creating"
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.ftruncate(fd, size)
+        os.posix_fallocate(fd, 0, size)
         os.fsync(fd)
         os.rename(tmp, path)
     except BaseException:
