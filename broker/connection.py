@@ -113,8 +113,12 @@ class Connection:
         decoder = FrameDecoder(max_frame_length=self.config.max_frame_length)
         idle_s = self.config.idle_timeout_s
         while True:
-            with trio.move_on_after(idle_s) as idle:
-                data = await self.stream.receive_some(RECEIVE_SIZE)
+            try:
+                with trio.move_on_after(idle_s) as idle:
+                    data = await self.stream.receive_some(RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.close_reason = "peer_reset"  # RST or a socket error: like a close
+                return
             if idle.cancelled_caught:
                 if self.inflight == 0:
                     self.close_reason = "idle_timeout"

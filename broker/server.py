@@ -109,6 +109,10 @@ class BrokerServer:
             log.debug("connection_opened")
             try:
                 await connection.run()
+            except Exception:
+                # One connection's failure must never reach the server's nursery and stop
+                # the broker for every other client.
+                log.exception("connection_failed")
             finally:
                 self.connections.discard(connection)
                 if self._draining and not self.connections:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import queue
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -24,6 +26,11 @@ BROKER = [sys.executable, "-m", "broker"]
 
 
 class Daemon:
+    """A `rmq-broker serve` subprocess whose JSON log lines are collected as they come.
+
+    A thread drains stderr all the time: a broker that logs into a full pipe would block.
+    """
+
     def __init__(self, store_dir: pathlib.Path, *extra: str) -> None:
         self.store_dir = store_dir
         self.process = subprocess.Popen(
@@ -33,22 +40,32 @@ class Daemon:
             env={**os.environ, "RMQ_LOG_LEVEL": "info"},
         )
         self.events: list[dict[str, object]] = []
+        self._lines: queue.Queue[dict[str, object] | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
         self.port = int(str(self.wait_for("listening")["port"]))
 
-    def wait_for(self, event: str) -> dict[str, object]:
+    def _pump(self) -> None:
         assert self.process.stderr is not None
         for line in self.process.stderr:
-            record: dict[str, object] = json.loads(line)
+            try:
+                record: dict[str, object] = json.loads(line)
+            except json.JSONDecodeError:
+                record = {"event": "text", "text": line.rstrip("\n")}
+            self._lines.put(record)
+        self._lines.put(None)
+
+    def wait_for(self, event: str, timeout_s: float = 60) -> dict[str, object]:
+        while (record := self._lines.get(timeout=timeout_s)) is not None:
             self.events.append(record)
             if record["event"] == event:
                 return record
         raise AssertionError(f"daemon ended before {event!r}; saw {self.events}")
 
     def finish(self, timeout_s: float = 30) -> int:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.events.append(json.loads(line))
-        return self.process.wait(timeout_s)
+        code = self.process.wait(timeout_s)
+        while (record := self._lines.get(timeout=timeout_s)) is not None:
+            self.events.append(record)
+        return code
 
 
 @pytest.fixture
