@@ -17,7 +17,7 @@ from typing import Any, Final
 import structlog
 import trio
 
-from broker.topic_config import DataVersion, write_json_atomically
+from broker.topic_config import DataVersion, persist_table
 
 DEFAULT_RETRY_MAX_TIMES: Final = 16
 
@@ -84,13 +84,6 @@ class SubscriptionGroupManager:
         return True
 
     async def persist(self) -> None:
-        if self.path is None:
-            return
-        async with self._lock:
-            payload = {
-                "dataVersion": self.data_version.to_json(),
-                "subscriptionGroupTable": {
-                    name: config.to_json() for name, config in sorted(self._table.items())
-                },
-            }
-            await trio.to_thread.run_sync(write_json_atomically, self.path, payload)
+        await persist_table(
+            self.path, self._lock, self.data_version, "subscriptionGroupTable", self._table
+        )

@@ -14,9 +14,10 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import structlog
 import trio
@@ -92,6 +93,29 @@ class TopicConfig:
             int(d.get("topicSysFlag", 0)),
             bool(d.get("order", False)),
         )
+
+
+class JsonConfig(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+async def persist_table(
+    path: Path | None,
+    lock: trio.Lock,
+    data_version: DataVersion,
+    table_key: str,
+    table: Mapping[str, JsonConfig],
+) -> None:
+    """Write a RocketMQ config table (`{"dataVersion": ..., table_key: {...}}`) atomically,
+    off the event loop; `lock` serialises concurrent writers. No path: nothing is persisted."""
+    if path is None:
+        return
+    async with lock:
+        payload = {
+            "dataVersion": data_version.to_json(),
+            table_key: {name: config.to_json() for name, config in sorted(table.items())},
+        }
+        await trio.to_thread.run_sync(write_json_atomically, path, payload)
 
 
 def write_json_atomically(path: Path, payload: object) -> None:
@@ -228,16 +252,9 @@ class TopicConfigManager:
 
     async def persist(self) -> None:
         """Write the table to `path` (off the event loop); concurrent calls are serialised."""
-        if self.path is None:
-            return
-        async with self._lock:
-            payload = {
-                "dataVersion": self.data_version.to_json(),
-                "topicConfigTable": {
-                    name: config.to_json() for name, config in sorted(self._table.items())
-                },
-            }
-            await trio.to_thread.run_sync(write_json_atomically, self.path, payload)
+        await persist_table(
+            self.path, self._lock, self.data_version, "topicConfigTable", self._table
+        )
 
 
 def _system_topics(auto_create: bool, default_queue_nums: int) -> list[TopicConfig]:
