@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pathlib
 import random
+import subprocess
 
 import pytest
 import trio
@@ -14,7 +15,7 @@ from broker.client import Message, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
 from store.format import CommitLogRecord
 from store.reader import CommitLogReader
-from tests.broker.test_daemon import Daemon
+from tests.broker.test_daemon import BROKER, Daemon
 
 DAMAGE_CASES = 12
 
@@ -96,3 +97,37 @@ def test_damaged_last_record_is_cut_and_the_broker_serves_on(
         finally:
             daemon.process.terminate()
             assert daemon.finish() == 0, what
+
+
+def test_mid_log_corruption_stops_startup_unless_the_operator_truncates(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RMQ_MAPPED_FILE_SIZE_COMMIT_LOG", str(1 << 20))
+    store_dir = tmp_path / "store"
+    daemon = Daemon(store_dir, "--flush-disk-type", "SYNC_FLUSH")
+    trio.run(send_messages, daemon.port, 10, "mid")
+    daemon.process.terminate()
+    assert daemon.finish() == 0
+    records = read_all(store_dir)
+    victim = records[4]
+    segment = store_dir / "commitlog" / f"{0:020d}"
+    with segment.open("r+b") as file:
+        file.seek(victim.physical_offset + 88)  # a body byte: the CRC no longer matches
+        file.write(b"\xff")
+    refused = subprocess.run(
+        [*BROKER, "serve", "--listen", "127.0.0.1:0", "--store-dir", str(store_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert segment.name in refused.stderr and str(victim.physical_offset) in refused.stderr
+    assert "Traceback" not in refused.stderr
+    monkeypatch.setenv("RMQ_RECOVER_TRUNCATE_CORRUPT", "true")
+    daemon = Daemon(store_dir, "--flush-disk-type", "SYNC_FLUSH")
+    daemon.process.terminate()
+    assert daemon.finish() == 0
+    assert [r.physical_offset for r in read_all(store_dir)] == [
+        r.physical_offset for r in records[:4]
+    ]
