@@ -33,11 +33,16 @@ FLUSH_OFFSET_LAYOUT: Final = struct.Struct(">qqq")
 def atomic_write(path: str, data: bytes) -> None:
     """Replace `path` with `data` so a crash leaves the old or the new content, never a mix."""
     tmp = f"{path}.tmp"
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # a full disk must not also keep a half-written temp file
+        raise
     fsync_dir(os.path.dirname(path) or ".")
 
 

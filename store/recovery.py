@@ -8,6 +8,7 @@ end, and rebuilding the topic-queue table. Synchronous: the store runs it in a w
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field
 
@@ -133,7 +134,11 @@ def _cut(mapped_file: MappedFile, position: int, offset: int) -> str | None:
     if end <= position:
         return None
     side = f"{mapped_file.file_name}.truncated-{offset}"
-    with open(side, "wb") as handle:
+    for attempt in itertools.count(1):
+        if not os.path.exists(side):
+            break  # a second cut at the same offset must not overwrite the bytes kept before
+        side = f"{mapped_file.file_name}.truncated-{offset}.{attempt}"
+    with open(side, "xb") as handle:
         handle.write(mapped_file.mm[position:end])
         handle.flush()
         os.fsync(handle.fileno())

@@ -75,18 +75,30 @@ async def checkpoint_loop(store: DefaultMessageStore) -> None:
     root = store.config.store_path_root_dir
     written_checkpoint = -1
     pending: TopicQueueTableSnapshot | None = None
+    failing = False
     while True:
         await trio.sleep(store.config.checkpoint_interval_ms / 1000)
         flushed = queue.flushed_where
         if store.flush_real_time.failed or store.group_commit.failed:
             continue
-        if flushed != written_checkpoint:
-            checkpoint = StoreCheckpoint(queue.store_timestamp, flushed)
-            await trio.to_thread.run_sync(checkpoint.write, root)
-            written_checkpoint = flushed
-        if pending is not None and flushed >= pending.offset:
-            await trio.to_thread.run_sync(pending.write, root)
-            pending = None
+        try:
+            if flushed != written_checkpoint:
+                checkpoint = StoreCheckpoint(queue.store_timestamp, flushed)
+                await trio.to_thread.run_sync(checkpoint.write, root)
+                written_checkpoint = flushed
+            if pending is not None and flushed >= pending.offset:
+                await trio.to_thread.run_sync(pending.write, root)
+                pending = None
+        except OSError as exc:
+            # A full disk must not stop the store: the checkpoint is only a recovery hint, and
+            # the next interval tries again. One event per failing spell.
+            if not failing:
+                log.error("checkpoint_write_failed", error=str(exc))
+            failing = True
+            continue
+        if failing:
+            log.info("checkpoint_write_recovered")
+            failing = False
         if pending is None:
             pending = TopicQueueTableSnapshot(queue.max_wrote_offset, dict(store.topic_queue_table))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
+import pathlib
 import struct
 
 import pytest
@@ -153,3 +154,22 @@ async def test_second_store_on_the_same_directory_fails(config: MessageStoreConf
         assert (await store.put_message(make_msg())).status is PutMessageStatus.PUT_OK
     async with DefaultMessageStore.open(config) as store:  # released on close
         assert store.max_offset > 0
+
+
+def test_a_second_cut_at_the_same_offset_keeps_the_first_side_file(tmp_path: pathlib.Path) -> None:
+    from store.mapped_file import MappedFile, create_segment_file
+    from store.recovery import _cut
+
+    path = str(tmp_path / f"{0:020d}")
+    create_segment_file(path, 4096)
+    segment = MappedFile(path, 4096)
+    try:
+        segment.mm[100:110] = b"first-torn"
+        first = _cut(segment, 100, 100)
+        segment.mm[100:111] = b"second-torn"
+        second = _cut(segment, 100, 100)
+    finally:
+        segment.close()
+    assert first is not None and second is not None and first != second
+    assert pathlib.Path(first).read_bytes() == b"first-torn"
+    assert pathlib.Path(second).read_bytes() == b"second-torn"
