@@ -35,6 +35,7 @@ from broker.topic_config import (
 from protocol.batch import decode_batch_body
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
+from protocol.compression import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, decompress_body
 from protocol.errors import HeaderFieldError
 from protocol.headers import SendMessageRequestHeader, decode_send_header
 from protocol.properties import MessageConst, decode_properties, encode_properties
@@ -188,6 +189,11 @@ class SendMessageProcessor:
             raise _illegal(f"Batch request does not support retry group {header.topic}")
         body = request.body or b""
         max_size = broker.config.store.max_message_size
+        if sys_flag & COMPRESSED_FLAG:
+            # The C++ client compresses a whole batch body of 4 KiB or more; the records are
+            # stored uncompressed, each with its own CRC, so the flag goes with the wrapper.
+            body = decompress_body(body, sys_flag, max_length=max_size + 1)
+            sys_flag &= ~(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)
         if len(body) > max_size:
             raise _illegal(f"batch body of {len(body)} bytes exceeds max_message_size {max_size}")
         batch_props = decode_properties(header.properties)

@@ -351,3 +351,17 @@ async def test_ipv6_listener_and_hosts(ipv6_broker: RunningBroker) -> None:
     [record] = records(ipv6_broker.config)
     assert record.born_host[0] == "::1" and record.store_host == ("::1", ipv6_broker.port)
     assert record.sys_flag & 0x30 == 0x30
+
+
+async def test_a_compressed_batch_body_is_inflated_and_split(
+    producer: Producer, broker: RunningBroker
+) -> None:
+    import zlib
+
+    entries = [BatchEntry(0, b"y" * 3000, encode_properties({"KEYS": f"z{i}"})) for i in range(2)]
+    header = v1_header(batch=True, sys_flag=1, properties="")
+    response = await send_raw(producer, header, zlib.compress(encode_batch_body(entries)))
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    stored = records(broker.config)
+    assert [r.body for r in stored] == [b"y" * 3000] * 2
+    assert all(r.sys_flag & 1 == 0 for r in stored)
