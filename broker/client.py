@@ -18,6 +18,7 @@ import itertools
 import os
 import secrets
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -28,6 +29,7 @@ from typing import Any, Final, TypeVar, cast
 
 import trio
 
+from broker.acl.signing import SessionCredentials, sign_request
 from protocol.batch import BatchEntry, encode_batch_body
 from protocol.codes import LanguageCode, RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -47,6 +49,7 @@ __all__ = [
     "SendError",
     "SendResult",
     "SendStatus",
+    "SessionCredentials",
     "open_producer",
 ]
 
@@ -148,6 +151,8 @@ class Producer:
         self._write_lock = trio.StrictFIFOLock()
         self._ids = _UniqueIds()
         self._closed: BaseException | None = None
+        #: ACL: when set, every request is signed (AccessKey + Signature), as the Java client
+        self.credentials: SessionCredentials | None = None
 
     async def _reader(self) -> None:
         decoder = FrameDecoder()
@@ -173,7 +178,7 @@ class Producer:
         pending = self._matcher.register(command, deadline)
         done = trio.Event()
         pending.add_done_callback(lambda _: done.set())
-        await self._write(encode_frame(command))
+        await self._write(self._encode(command))
         with trio.move_on_at(deadline):
             await done.wait()
         if not pending.done:
@@ -186,7 +191,12 @@ class Producer:
             raise self._closed
         command.flag |= 2
         command.opaque = self._matcher.next_opaque()
-        await self._write(encode_frame(command))
+        await self._write(self._encode(command))
+
+    def _encode(self, command: RemotingCommand) -> bytes:
+        if self.credentials is not None:
+            sign_request(command, self.credentials)
+        return encode_frame(command)
 
     async def _write(self, frame: bytes) -> None:
         try:
@@ -293,16 +303,39 @@ async def open_producer(
     *,
     group: str = DEFAULT_GROUP,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+    credentials: SessionCredentials | None = None,
 ) -> AsyncIterator[Producer]:
-    """Connect to a broker; the connection closes when the block ends."""
-    stream = await trio.open_tcp_stream(host, port)
+    """Connect to a broker; the connection closes when the block ends.
+
+    With `ssl_context` the connection speaks TLS (`broker.tls.client_ssl_context` builds one);
+    a failed handshake raises `ConnectionClosedError`. With `credentials` every request is
+    signed for the broker's ACL.
+    """
+    stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+    if ssl_context is not None:
+        stream = await _start_tls(stream, ssl_context, server_hostname or host)
     producer = Producer(stream, group, timeout_s)
+    producer.credentials = credentials
     async with stream, trio.open_nursery() as nursery:
         nursery.start_soon(producer._reader)
         try:
             yield producer
         finally:
             nursery.cancel_scope.cancel()
+
+
+async def _start_tls(
+    tcp: trio.abc.Stream, context: ssl.SSLContext, server_hostname: str
+) -> trio.SSLStream[trio.abc.Stream]:
+    tls = trio.SSLStream(tcp, context, server_hostname=server_hostname)
+    try:
+        await tls.do_handshake()
+    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        await trio.aclose_forcefully(tcp)
+        raise ConnectionClosedError(f"TLS handshake failed: {exc.__cause__ or exc!r}") from None
+    return tls
 
 
 class BlockingProducer:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from broker.tls import TlsClientAuth, TlsMode
 from store.config import MessageStoreConfig
 
 ENV_PREFIX: Final = "RMQ_"
@@ -85,6 +86,17 @@ class BrokerConfig:
     shutdown_timeout_s: float = 10.0
     max_frame_length: int = 16 * 1024 * 1024
     log_level: str = "info"
+    # Security (docs/security.md): RocketMQ's plain ACL and TLS modes.
+    acl_enable: bool = False
+    #: accounts and permissions in RocketMQ's plain_acl.yml shape, re-read when it changes
+    acl_file: str = ""
+    tls_mode: TlsMode = TlsMode.DISABLED
+    tls_server_cert: str | None = None
+    tls_server_key: str | None = None
+    tls_server_key_password: str | None = field(default=None, repr=False)
+    #: CA bundle that client certificates must chain to
+    tls_server_ca: str | None = None
+    tls_server_need_client_auth: TlsClientAuth = TlsClientAuth.NONE
 
     def __post_init__(self) -> None:
         positive = (
@@ -103,6 +115,16 @@ class BrokerConfig:
             raise ConfigError("broker_name", "broker and cluster names must not be empty")
         if self.log_level.lower() not in {"debug", "info", "warning", "error"}:
             raise ConfigError("log_level", f"unknown level {self.log_level!r}")
+        self._check_security()
+
+    def _check_security(self) -> None:
+        if self.acl_enable and not self.acl_file:
+            raise ConfigError("acl_file", "acl_enable needs the path of the ACL file")
+        tls_on = self.tls_mode is not TlsMode.DISABLED
+        if tls_on and not (self.tls_server_cert and self.tls_server_key):
+            raise ConfigError("tls_mode", f"{self.tls_mode.value} needs tls_server_cert and _key")
+        if self.tls_server_need_client_auth is not TlsClientAuth.NONE and not self.tls_server_ca:
+            raise ConfigError("tls_server_ca", "checking client certificates needs a CA file")
 
     @property
     def store_host_ip(self) -> str:

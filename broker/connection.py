@@ -20,9 +20,11 @@ from typing import Final, cast
 import structlog
 import trio
 
+from broker.acl.validator import AccessValidator, shared_validator
 from broker.config import BrokerConfig
 from broker.context import BrokerContext
 from broker.processors import RequestContext, RequestProcessor
+from broker.tls import TlsHandshakeError, start_tls
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError, RemotingProtocolError
@@ -94,6 +96,10 @@ class Connection:
         self.close_reason = "peer_closed"
         self._slots = trio.Semaphore(config.max_inflight_per_connection)
         self._read_scope = trio.CancelScope()
+        # Security hook (broker/acl): every request is checked before dispatch when ACL is on.
+        self.access: AccessValidator | None = (
+            shared_validator(config.acl_file) if config.acl_enable else None
+        )
 
     def stop_reading(self, reason: str) -> None:
         """Stop taking new requests (shutdown, write failure); running ones still finish."""
@@ -102,6 +108,12 @@ class Connection:
         self._read_scope.cancel()
 
     async def run(self) -> None:
+        try:
+            # Security hook (broker/tls): TLS, plaintext or refusal, as tls_mode says.
+            self.stream = await start_tls(self.stream, self.config)
+        except TlsHandshakeError as exc:
+            self.close_reason = exc.reason
+            return
         send, receive = trio.open_memory_channel[bytes](self.config.max_inflight_per_connection)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._writer, receive)
@@ -149,7 +161,11 @@ class Connection:
     async def _handle(self, request: RemotingCommand, send: trio.MemorySendChannel[bytes]) -> None:
         async with send:
             try:
-                response = await self.dispatcher.dispatch(request, self.ctx)
+                response = None
+                if self.access is not None:
+                    response = self.access.check(request, self.ctx.remote)
+                if response is None:
+                    response = await self.dispatcher.dispatch(request, self.ctx)
                 if response is not None and not request.is_oneway:
                     # Never blocks: the channel holds one frame per in-flight request.
                     await send.send(encode_frame(response))
