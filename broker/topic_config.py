@@ -115,7 +115,22 @@ async def persist_table(
             "dataVersion": data_version.to_json(),
             table_key: {name: config.to_json() for name, config in sorted(table.items())},
         }
-        await trio.to_thread.run_sync(write_json_atomically, path, payload)
+        try:
+            await trio.to_thread.run_sync(write_json_atomically, path, payload)
+        except OSError as exc:
+            # As upstream: the table stays in memory and the request that changed it goes on
+            # (a full disk must not turn every send into an error); the next persist writes
+            # the whole table again. One event per failing spell and file.
+            if path not in _failing_paths:
+                _failing_paths.add(path)
+                log.error("config_persist_failed", file=str(path), error=str(exc))
+            return
+        if path in _failing_paths:
+            _failing_paths.discard(path)
+            log.info("config_persist_recovered", file=str(path))
+
+
+_failing_paths: set[Path] = set()
 
 
 def write_json_atomically(path: Path, payload: object) -> None:

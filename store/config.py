@@ -53,6 +53,9 @@ class MessageStoreConfig:
     os_page_cache_busy_timeout_ms: int = 1000
     disk_max_used_space_ratio: int = 75
     disk_space_warning_level_ratio: float = 0.90
+    #: DISK_FULL, once set, clears only below this ratio, so a disk hovering at the warning
+    #: level does not flip the store between writeable and not
+    disk_space_clean_forcibly_ratio: float = 0.85
     disk_check_interval_ms: int = 10000
     check_crc_on_recover: bool = True
     recover_truncate_corrupt: bool = False
@@ -91,6 +94,8 @@ class MessageStoreConfig:
             raise ValueError("disk_max_used_space_ratio must be within 10..95")
         if not 0.0 < self.disk_space_warning_level_ratio <= 1.0:
             raise ValueError("disk_space_warning_level_ratio must be within (0, 1]")
+        if not 0.0 < self.disk_space_clean_forcibly_ratio <= 1.0:
+            raise ValueError("disk_space_clean_forcibly_ratio must be within (0, 1]")
         if not isinstance(self.flush_disk_type, FlushDiskType):
             raise ValueError(
                 f"flush_disk_type must be a FlushDiskType, got {self.flush_disk_type!r}"

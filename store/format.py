@@ -378,6 +378,10 @@ def check_message_and_return_size(
         return RecordCheck(-1, False, reason=f"physical offset field {rec.physical_offset}")
     if rec.crc_ok is False:
         return RecordCheck(-1, False, reason="body CRC mismatch")
+    if "\x00" in rec.properties or "\x00" in rec.topic:
+        # The CRC covers the body only; zeroed pages of a torn write show up as NULs, which
+        # the put path never stores in these fields.
+        return RecordCheck(-1, False, reason="NUL in topic or properties")
     return RecordCheck(
         rec.total_size,
         True,

@@ -236,6 +236,9 @@ class DefaultMessageStore:
             return PutMessageStatus.MESSAGE_ILLEGAL
         if len(msg.properties_string) > MAX_PROPERTIES_CHARS:
             return PutMessageStatus.MESSAGE_ILLEGAL
+        if "\x00" in msg.properties_string or "\x00" in msg.topic:
+            # recovery reads NUL in these fields as a zero-filled (torn) write
+            return PutMessageStatus.MESSAGE_ILLEGAL
         return None
 
     async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:

@@ -61,10 +61,15 @@ async def disk_check_loop(store: DefaultMessageStore) -> None:
 
 
 def apply_disk_ratio(store: DefaultMessageStore, ratio: float) -> None:
-    if ratio > store.config.disk_space_warning_level_ratio:
+    """Set DISK_FULL above the warning ratio; clear it only once the ratio is back under both
+    ratios (RocketMQ's clean-forcibly ratio), so one full spell logs one event."""
+    config = store.config
+    if ratio > config.disk_space_warning_level_ratio:
         if store.running_flags.set(status.DISK_FULL):
-            log.error("disk_full", ratio=ratio, limit=store.config.disk_space_warning_level_ratio)
-    elif store.running_flags.clear(status.DISK_FULL):
+            log.error("disk_full", ratio=ratio, limit=config.disk_space_warning_level_ratio)
+        return
+    low = min(config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio)
+    if ratio < low and store.running_flags.clear(status.DISK_FULL):
         log.warning("disk_space_recovered", ratio=ratio)
 
 

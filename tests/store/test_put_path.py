@@ -45,6 +45,19 @@ async def test_disk_full_refuses_and_clears(config: MessageStoreConfig) -> None:
         assert (await store.put_message(make_msg())).status is PutMessageStatus.PUT_OK
 
 
+async def test_disk_full_clears_only_under_the_clean_forcibly_ratio(
+    config: MessageStoreConfig,
+) -> None:
+    async with DefaultMessageStore.open(config) as store:
+        with capture_logs() as logs:
+            for ratio in (0.95, 0.88, 0.93, 0.86, 0.91):  # hovering around the warning level
+                apply_disk_ratio(store, ratio)
+                assert store.running_flags.is_set(status.DISK_FULL), ratio
+            apply_disk_ratio(store, 0.84)
+            assert not store.running_flags.is_set(status.DISK_FULL)
+        assert [e["event"] for e in logs] == ["disk_full", "disk_space_recovered"]
+
+
 async def test_periodic_disk_check(config: MessageStoreConfig) -> None:
     config = dataclasses.replace(
         config, disk_space_warning_level_ratio=0.001, disk_check_interval_ms=20
@@ -72,6 +85,9 @@ async def test_size_checks(config: MessageStoreConfig) -> None:
             await put(properties="k\x01" + "é" * 20000) is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
         )
         assert await put(body=b"x" * 1025) is PutMessageStatus.MESSAGE_ILLEGAL
+        # recovery reads NUL in these fields as a torn write, so they are never stored
+        assert await put(properties="k\x01v\x00") is PutMessageStatus.MESSAGE_ILLEGAL
+        assert await put(topic="T\x00") is PutMessageStatus.MESSAGE_ILLEGAL
         assert await put(body=b"x" * 1024) is PutMessageStatus.PUT_OK
         batch_status = (
             await store.put_messages([make_msg(b"x" * 600), make_msg(b"y" * 600)])

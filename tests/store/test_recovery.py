@@ -56,7 +56,7 @@ async def test_no_damage_comes_back_byte_identical(config: MessageStoreConfig) -
     assert table == {"T1-0": 20, "T1-1": 20, "T1-2": 20}
 
 
-@pytest.mark.parametrize("damage", ["tear", "crc", "unpatched"])
+@pytest.mark.parametrize("damage", ["tear", "crc", "unpatched", "properties"])
 async def test_torn_tail_is_cut_and_kept_aside(config: MessageStoreConfig, damage: str) -> None:
     offsets = await _fill(config)
     last = offsets[-1]
@@ -66,6 +66,9 @@ async def test_torn_tail_is_cut_and_kept_aside(config: MessageStoreConfig, damag
         _patch(config, last + last_record.total_size // 2, bytes(last_record.total_size // 2 + 1))
     elif damage == "crc":
         _patch(config, last + 88, b"X")
+    elif damage == "properties":  # only the last bytes (properties; the CRC covers the body)
+        assert last_record.properties
+        _patch(config, last + last_record.total_size - 3, bytes(3))
     else:  # copied, but the offsets were never patched in
         _patch(config, last + 28, struct.pack(">q", 0))
     touch(os.path.join(config.store_path_root_dir, "abort"))  # it crashed
