@@ -79,13 +79,21 @@ def serve(  # noqa: PLR0917 (click passes every option)
 
     configure_logging(config.log_level)
     failures: list[BaseException] = []
+    config_failures: list[BaseException] = []
     try:
         trio.run(_serve_until_signalled, config)
+    except* ConfigError as group:
+        # unusable ACL or TLS files, found when they are loaded at startup
+        config_failures.extend(_leaves(group))
     except* (OSError, StoreError) as group:
         # A bound port, a locked or damaged store: one clear line each, no traceback.
         failures.extend(_leaves(group))
+    for failure in config_failures:
+        click.echo(f"rmq-broker: configuration error: {failure}", err=True)
     for failure in failures:
         click.echo(f"rmq-broker: cannot start: {failure}", err=True)
+    if config_failures:
+        sys.exit(EXIT_CONFIG_ERROR)
     if failures:
         sys.exit(1)
 

@@ -77,6 +77,12 @@ class BrokerConfig:
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     reject_transaction_message: bool = False
+    #: PERM_READ (4) | PERM_WRITE (2): without WRITE the routes say read-only and sends to
+    #: order topics are refused (RocketMQ's brokerPermission, for draining a broker)
+    broker_permission: int = 6
+    #: epoch milliseconds before which every send is refused (RocketMQ's
+    #: startAcceptSendRequestTimeStamp); 0 accepts at once
+    start_accept_send_request_time_stamp: int = 0
     default_topic_queue_nums: int = 8
     region_id: str = "DefaultRegion"
     trace_on: bool = True
@@ -111,6 +117,12 @@ class BrokerConfig:
                 raise ConfigError(name, f"must be > 0, got {getattr(self, name)!r}")
         if self.shutdown_timeout_s < 0:
             raise ConfigError("shutdown_timeout_s", "must be >= 0")
+        if self.broker_permission not in range(8):
+            raise ConfigError(
+                "broker_permission", f"must be within 0..7, got {self.broker_permission!r}"
+            )
+        if self.start_accept_send_request_time_stamp < 0:
+            raise ConfigError("start_accept_send_request_time_stamp", "must be >= 0")
         if not self.broker_name or not self.broker_cluster_name:
             raise ConfigError("broker_name", "broker and cluster names must not be empty")
         if self.log_level.lower() not in {"debug", "info", "warning", "error"}:

@@ -24,6 +24,7 @@ from broker.acl.validator import AccessValidator, shared_validator
 from broker.config import BrokerConfig
 from broker.context import BrokerContext
 from broker.processors import RequestContext, RequestProcessor
+from broker.refusals import RefusalLog
 from broker.tls import TlsHandshakeError, start_tls
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -39,27 +40,36 @@ _conn_ids = itertools.count(1)
 
 
 class Dispatcher:
-    """Request code -> processor; unknown codes and processor failures become responses."""
+    """Request code -> processor; unknown codes and processor failures become responses.
+
+    Every refusal (a response with an error code) is logged once through `RefusalLog`.
+    """
 
     def __init__(self, processors: Mapping[int, RequestProcessor]) -> None:
         self.processors = dict(processors)
+        self.refusals = RefusalLog()
 
     async def dispatch(
         self, request: RemotingCommand, ctx: RequestContext
     ) -> RemotingCommand | None:
         processor = self.processors.get(request.code)
+        response: RemotingCommand | None
         if processor is None:
-            return request.make_response(
+            response = request.make_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f" request type {request.code} not supported",
             )
-        try:
-            return await processor.process(request, ctx)
-        except HeaderFieldError as exc:
-            return request.make_response(exc.response_code, str(exc))
-        except Exception as exc:
-            log.exception("processor_failed", code=RequestCode.name_of(request.code))
-            return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
+        else:
+            try:
+                response = await processor.process(request, ctx)
+            except HeaderFieldError as exc:
+                response = request.make_response(exc.response_code, str(exc))
+            except Exception as exc:
+                log.exception("processor_failed", code=RequestCode.name_of(request.code))
+                return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
+        if response is not None and response.code != ResponseCode.SUCCESS:
+            self.refusals.refused(ctx.remote, request.code, response.code, response.remark)
+        return response
 
 
 def peer_address(stream: trio.SocketStream) -> tuple[str, int]:

@@ -11,6 +11,7 @@ flush, checkpoint, abort file removed). Signals are the CLI's business.
 from __future__ import annotations
 
 import contextlib
+import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -18,7 +19,8 @@ from pathlib import Path
 import structlog
 import trio
 
-from broker.config import BrokerConfig, HostPort
+from broker.acl.validator import shared_validator
+from broker.config import BrokerConfig, ConfigError, HostPort
 from broker.connection import Connection, Dispatcher, peer_address
 from broker.context import BrokerContext
 from broker.metrics import BrokerMetrics, MetricsServer, serve_metrics
@@ -31,6 +33,7 @@ from broker.processors.namesrv import (
 )
 from broker.processors.send import SendMessageProcessor
 from broker.subscription_group import SubscriptionGroupManager
+from broker.tls import shared_acceptor
 from broker.topic_config import TopicConfigManager
 from protocol.codes import RequestCode
 from store.flush import Flusher, thread_flusher
@@ -207,13 +210,34 @@ async def _metrics(
         metrics.detach_store()
 
 
+def check_security_files(config: BrokerConfig) -> None:
+    """Load the ACL file and the TLS certificates now, so that a broker configured with
+    unusable ones refuses to start instead of refusing every connection later.
+
+    Raises `ConfigError` naming the key and the problem.
+    """
+    if config.acl_enable:
+        validator = shared_validator(config.acl_file)
+        if validator.version is None:
+            # one line: a YAML error spans several
+            raise ConfigError("acl_file", " ".join((validator.error or "cannot be loaded").split()))
+    try:
+        shared_acceptor(config)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise ConfigError(
+            "tls_server_cert", f"the certificate or key cannot be used: {exc}"
+        ) from None
+
+
 async def serve(
     config: BrokerConfig, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Run the broker until `BrokerServer.shutdown()`; report the server once it accepts.
 
-    Raises OSError when a listen address cannot be bound; store failures at open propagate.
+    Raises OSError when a listen address cannot be bound, `ConfigError` for unusable ACL or
+    TLS files; store failures at open propagate.
     """
+    check_security_files(config)
     listeners = await _open_listeners(config.listen)
     namesrv_listeners = (
         await _open_listeners(config.namesrv_listen) if config.namesrv_listen is not None else []

@@ -140,6 +140,8 @@ class AccessValidator:
         self._checked_at = float("-inf")
         self._bad_version: tuple[int, int, int] | None = None
         self._logged: dict[tuple[str, str], tuple[float, int]] = {}
+        #: why the file last failed to load (None once it loads)
+        self.error: str | None = None
         self.reload_if_changed(force=True)
 
     def check(self, request: RemotingCommand, remote: tuple[str, int]) -> RemotingCommand | None:
@@ -175,11 +177,12 @@ class AccessValidator:
         except AclConfigError as exc:
             self._report_bad(version, str(exc))
             return False
-        self.rules, self.version, self._bad_version = rules, version, None
+        self.rules, self.version, self._bad_version, self.error = rules, version, None, None
         log.info("acl_loaded", path=str(self.path), accounts=len(rules.accounts))
         return True
 
     def _report_bad(self, version: tuple[int, int, int], error: str) -> None:
+        self.error = error
         if version != self._bad_version:
             self._bad_version = version
             kept = "previous" if self.version is not None else "none"

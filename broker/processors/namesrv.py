@@ -14,7 +14,7 @@ from typing import Final
 import structlog
 
 from broker.processors import RequestContext
-from broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_INHERIT, TopicConfig
+from broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_INHERIT, PERM_WRITE, TopicConfig
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.headers import GetRouteInfoRequestHeader, UnregisterClientRequestHeader
@@ -57,11 +57,13 @@ class GetRouteInfoProcessor:
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {header.topic}{FAQ_SUFFIX}",
             )
+        config = ctx.broker.config
         queue = QueueData(
-            ctx.broker.config.broker_name,
+            config.broker_name,
             topic.read_queue_nums,
             topic.write_queue_nums,
-            topic.perm,
+            # a broker without WRITE announces every topic read-only (as its registration does)
+            topic.perm if config.broker_permission & PERM_WRITE else config.broker_permission,
             topic.topic_sys_flag,
         )
         route = TopicRouteData((queue,), (_broker_data(ctx),))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import struct
+import time
 from typing import Final
 
 import trio
@@ -20,6 +21,7 @@ import trio
 from broker.processors import RequestContext
 from broker.processors.send_checks import (
     check_allowed,
+    check_broker_accepts,
     check_queue_id,
     check_topic_name,
     find_or_create_topic,
@@ -62,6 +64,10 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+#: the store treats NUL in properties as a torn (zero-filled) write, so none may be stored
+NUL_REMARK: Final = "message properties may not contain the NUL character"
+
+
 def _illegal(remark: str) -> HeaderFieldError:
     return HeaderFieldError("body", remark, ResponseCode.MESSAGE_ILLEGAL)
 
@@ -88,6 +94,7 @@ class SendMessageProcessor:
     ) -> RemotingCommand:
         started = trio.current_time()
         header = decode_send_header(request.code, request.ext_fields)
+        check_broker_accepts(header.topic, ctx.broker, int(time.time() * 1000))
         check_topic_name(header.topic)
         check_allowed(header.topic)
         checked = find_or_create_topic(header, ctx.broker)
@@ -143,6 +150,8 @@ class SendMessageProcessor:
         destination = retry_or_dlq(header, queue_id, request.version, broker)
         if destination.created:
             await broker.topics.persist()
+        if header.properties and "\x00" in header.properties:
+            raise _illegal(NUL_REMARK)
         props = decode_properties(header.properties)
         if destination.dead_letter:
             props.pop(_MC.DELAY_TIME_LEVEL, None)
@@ -209,6 +218,8 @@ class SendMessageProcessor:
             own = entry.properties
             separator = "\x02" if own and batch_string and not own.endswith("\x02") else ""
             merged = own + separator + batch_string
+            if "\x00" in merged:
+                raise _illegal(f"batch message {index}: {NUL_REMARK}")
             if len(merged.encode()) > MAX_PROPERTIES_LENGTH:
                 raise _illegal(f"batch message {index} has properties over 32767 bytes")
             tags = decode_properties(own).get(_MC.TAGS)

@@ -7,6 +7,7 @@ topic, queue id range, and the retry/DLQ redirection of `%RETRY%` topics. A fail
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 from typing import Final
@@ -55,6 +56,26 @@ def check_topic_name(topic: str) -> None:
             ResponseCode.SYSTEM_ERROR,
             "The specified topic is longer than topic max length.",
         )
+
+
+def check_broker_accepts(topic: str, broker: BrokerContext, now_ms: int) -> None:
+    """preSend steps 2 and 3: the start-time gate, and a broker without WRITE permission
+    refusing order topics (4.9.7 checks only those here)."""
+    config = broker.config
+    start = config.start_accept_send_request_time_stamp
+    if now_ms < start:
+        until = datetime.datetime.fromtimestamp(start / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")
+        raise _reject(
+            "topic", ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {until[:-3]}"
+        )
+    if not config.broker_permission & PERM_WRITE:
+        found = broker.topics.find(topic)
+        if found is not None and found.order:
+            raise _reject(
+                "topic",
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{config.store_host_ip}] sending message is forbidden",
+            )
 
 
 def check_allowed(topic: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 import subprocess
 import sys
@@ -139,3 +140,51 @@ def test_serve_reports_a_bad_value_in_one_line_without_traceback(tmp_path: pathl
         "rmq-broker: configuration error: flush_disk_type: expected one of ASYNC_FLUSH, "
         "SYNC_FLUSH, got 'NEVER'"
     ]
+
+
+@pytest.mark.parametrize(
+    ("env", "key"),
+    [
+        ({"RMQ_ACL_ENABLE": "true", "RMQ_ACL_FILE": "acl.yml"}, "acl_file"),
+        ({"RMQ_ACL_ENABLE": "true", "RMQ_ACL_FILE": "missing.yml"}, "acl_file"),
+        (
+            {
+                "RMQ_TLS_MODE": "enforcing",
+                "RMQ_TLS_SERVER_CERT": "acl.yml",
+                "RMQ_TLS_SERVER_KEY": "acl.yml",
+            },
+            "tls_server_cert",
+        ),
+    ],
+)
+def test_serve_refuses_to_start_with_unusable_security_files(
+    tmp_path: pathlib.Path, env: dict[str, str], key: str
+) -> None:
+    # not YAML of the plain_acl.yml shape, not a PEM certificate either
+    (tmp_path / "acl.yml").write_text("accounts: [unclosed\n")
+    environ = {
+        **os.environ,
+        **{k: str(tmp_path / v) if "FILE" in k or "SERVER" in k else v for k, v in env.items()},
+    }
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "broker",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store-dir",
+            str(tmp_path / "store"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=environ,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"rmq-broker: configuration error: {key}: "), out.stderr[-2000:]
+    assert not (tmp_path / "store" / "abort").exists()

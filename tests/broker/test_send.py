@@ -8,6 +8,7 @@ records the store holds.
 from __future__ import annotations
 
 import pathlib
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -16,6 +17,7 @@ import trio
 from broker.client import Message, Producer, SendError, SendStatus, open_producer
 from broker.config import BrokerConfig
 from broker.processors.send import java_string_hash
+from broker.topic_config import TopicConfig
 from protocol.batch import BatchEntry, encode_batch_body
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
@@ -365,3 +367,40 @@ async def test_a_compressed_batch_body_is_inflated_and_split(
     stored = records(broker.config)
     assert [r.body for r in stored] == [b"y" * 3000] * 2
     assert all(r.sys_flag & 1 == 0 for r in stored)
+
+
+async def test_sends_wait_for_the_start_time(tmp_path: pathlib.Path) -> None:
+    later = int((time.time() + 3600) * 1000)
+    config = make_config(tmp_path / "store", start_accept_send_request_time_stamp=later)
+    async with trio.open_nursery() as nursery:
+        running = await start_broker(nursery, config)
+        async with open_producer("127.0.0.1", running.port) as client:
+            with pytest.raises(SendError) as info:
+                await client.send(Message("TopicA", b"x"))
+        await running.stop()
+    assert info.value.code == ResponseCode.SYSTEM_ERROR
+    assert info.value.remark is not None
+    assert info.value.remark.startswith("broker unable to service, until 20")
+    assert records(config) == []
+
+
+async def test_a_read_only_broker_refuses_order_topics_and_announces_read_only(
+    tmp_path: pathlib.Path,
+) -> None:
+    config = make_config(tmp_path / "store", broker_permission=4)
+    async with trio.open_nursery() as nursery:
+        running = await start_broker(nursery, config)
+        topics = running.server.broker.topics
+        topics.put(TopicConfig("Ordered", 4, 4, order=True))
+        topics.put(TopicConfig("Plain", 4, 4))
+        async with open_producer("127.0.0.1", running.port) as client:
+            with pytest.raises(SendError) as info:
+                await client.send(Message("Ordered", b"x"))
+            # 4.9 refuses only order topics here; the read-only route keeps clients away
+            assert (await client.send(Message("Plain", b"y"))).status is SendStatus.SEND_OK
+            [queue] = (await client.get_route("Plain")).queue_datas
+        await running.stop()
+    assert info.value.code == ResponseCode.NO_PERMISSION
+    assert info.value.remark == "the broker[127.0.0.1] sending message is forbidden"
+    assert queue.perm == 4
+    assert [r.topic for r in records(config)] == ["Plain"]
