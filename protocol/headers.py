@@ -42,6 +42,8 @@ from .consumer_headers import (
 from .errors import HeaderFieldError
 
 __all__ = [
+    "SEND_HEADER_V1_NAMES",
+    "SEND_HEADER_V2_NAMES",
     "ConsumerSendMsgBackRequestHeader",
     "GetConsumerListByGroupRequestHeader",
     "GetMaxOffsetRequestHeader",
@@ -82,6 +84,9 @@ _V1_NAMES: Final = (
     "bname",
 )
 _V2_NAMES: Final = tuple("abcdefghijklmn")
+#: public for tools and tests that build send headers field by field
+SEND_HEADER_V1_NAMES: Final = _V1_NAMES
+SEND_HEADER_V2_NAMES: Final = _V2_NAMES
 #: request codes whose send header travels as V2 letters (SendMessageProcessor.parseRequestHeader)
 _V2_CODES: Final = frozenset(
     {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2}

@@ -9,63 +9,16 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import queue
 import signal
-import subprocess
-import sys
-import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import NoReturn
 
 import pytest
 import trio
 
 from broker.client import ConnectionClosedError, Message, SendError, open_producer
 from store.reader import CommitLogReader
-
-BROKER = [sys.executable, "-m", "broker"]
-
-
-class Daemon:
-    """A `rmq-broker serve` subprocess whose JSON log lines are collected as they come.
-
-    A thread drains stderr all the time: a broker that logs into a full pipe would block.
-    """
-
-    def __init__(self, store_dir: pathlib.Path, *extra: str) -> None:
-        self.store_dir = store_dir
-        self.process = subprocess.Popen(
-            [*BROKER, "serve", "--listen", "127.0.0.1:0", "--store-dir", str(store_dir), *extra],
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "RMQ_LOG_LEVEL": "info"},
-        )
-        self.events: list[dict[str, object]] = []
-        self._lines: queue.Queue[dict[str, object] | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.port = int(str(self.wait_for("listening")["port"]))
-
-    def _pump(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            try:
-                record: dict[str, object] = json.loads(line)
-            except json.JSONDecodeError:
-                record = {"event": "text", "text": line.rstrip("\n")}
-            self._lines.put(record)
-        self._lines.put(None)
-
-    def wait_for(self, event: str, timeout_s: float = 60) -> dict[str, object]:
-        while (record := self._lines.get(timeout=timeout_s)) is not None:
-            self.events.append(record)
-            if record["event"] == event:
-                return record
-        raise AssertionError(f"daemon ended before {event!r}; saw {self.events}")
-
-    def finish(self, timeout_s: float = 30) -> int:
-        code = self.process.wait(timeout_s)
-        while (record := self._lines.get(timeout=timeout_s)) is not None:
-            self.events.append(record)
-        return code
+from tests.daemon import Daemon, run_cli
 
 
 @pytest.fixture
@@ -75,10 +28,6 @@ def daemon(tmp_path: pathlib.Path) -> Iterator[Daemon]:
     if running.process.poll() is None:
         running.process.kill()
         running.process.wait()
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*BROKER, *args], capture_output=True, text=True, timeout=60, check=False)
 
 
 async def test_sigterm_during_sends_loses_no_acknowledged_message(daemon: Daemon) -> None:
@@ -154,3 +103,24 @@ def test_health_fails_without_a_broker() -> None:
     result = run_cli("health", "--addr", f"127.0.0.1:{port}", "--timeout", "2")
     assert result.returncode == 1
     assert result.stderr.startswith("unhealthy: ")
+
+
+async def test_a_second_signal_exits_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from broker import cli
+
+    exits: list[int] = []
+    shutdowns: list[int] = []
+
+    def fake_exit(code: int) -> NoReturn:
+        exits.append(code)
+        raise SystemExit(code)
+
+    async def two_signals() -> AsyncIterator[int]:
+        yield signal.SIGTERM
+        assert shutdowns == [1] and exits == []  # the first one only starts the shutdown
+        yield signal.SIGINT
+
+    monkeypatch.setattr(os, "_exit", fake_exit)
+    with pytest.raises(SystemExit):
+        await cli._watch_signals(two_signals(), lambda: shutdowns.append(1))
+    assert exits == [cli.EXIT_SECOND_SIGNAL] and shutdowns == [1]

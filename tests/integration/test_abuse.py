@@ -23,7 +23,7 @@ from broker.client import Message, SendStatus, open_producer
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.frame import encode_frame
-from tests.broker.test_daemon import Daemon
+from tests.daemon import Daemon
 
 FUZZ_FRAMES = 100_000 if os.environ.get("RMQ_SOAK") else 10_000
 FRAMES_PER_CONNECTION = 50

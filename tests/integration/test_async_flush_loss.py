@@ -17,7 +17,7 @@ import trio
 from broker.client import Message, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
 from store.checkpoint import FLUSH_OFFSET_FILE, FLUSH_OFFSET_LAYOUT
-from tests.broker.test_daemon import Daemon
+from tests.daemon import Daemon
 
 FLUSH_INTERVAL_MS = 100
 THOROUGH_INTERVAL_MS = 300

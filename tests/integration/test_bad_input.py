@@ -15,7 +15,7 @@ from broker.client import Message, SendStatus, open_producer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
-from tests.broker.test_daemon import BROKER, Daemon
+from tests.daemon import BROKER, Daemon
 
 SEND_FIELDS = {
     "a": "g",

@@ -15,7 +15,7 @@ from broker.client import Message, SendError, SendStatus, open_producer
 from protocol.codes import ResponseCode
 from protocol.msgid import decode_offset_msg_id
 from store.reader import CommitLogReader
-from tests.broker.test_daemon import Daemon
+from tests.daemon import Daemon
 
 SEGMENT = 1 << 20
 FS_SIZE = 4 << 20

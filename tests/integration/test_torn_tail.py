@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pathlib
 import random
-import subprocess
 
 import pytest
 import trio
@@ -15,7 +14,7 @@ from broker.client import Message, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
 from store.format import CommitLogRecord
 from store.reader import CommitLogReader
-from tests.broker.test_daemon import BROKER, Daemon
+from tests.daemon import Daemon, serve_refused
 
 DAMAGE_CASES = 12
 
@@ -114,13 +113,7 @@ def test_mid_log_corruption_stops_startup_unless_the_operator_truncates(
     with segment.open("r+b") as file:
         file.seek(victim.physical_offset + 88)  # a body byte: the CRC no longer matches
         file.write(b"\xff")
-    refused = subprocess.run(
-        [*BROKER, "serve", "--listen", "127.0.0.1:0", "--store-dir", str(store_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    refused = serve_refused(store_dir)
     assert refused.returncode != 0
     assert segment.name in refused.stderr and str(victim.physical_offset) in refused.stderr
     assert "Traceback" not in refused.stderr
