@@ -197,7 +197,8 @@ class ConsumeQueue:
         """
         while self.max_logic_offset > self.min_logic_offset:
             last = self.get(self.max_logic_offset - 1)
-            if last is None or last.physical_offset < phy_offset:
+            # a hole (zero unit) at the tail is dirty too: dispatch refills it
+            if last is None or (last.size > 0 and last.physical_offset < phy_offset):
                 break
             self._zero_unit(self.max_logic_offset - 1)
             self.max_logic_offset -= 1
