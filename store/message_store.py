@@ -21,6 +21,7 @@ from store.allocate import AllocateMappedFileService, CreateFile, TransientStore
 from store.checkpoint import FlushOffsetFile, acquire_lock, create_abort_file, release_lock
 from store.commit_log import Appended, CommitLog
 from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
+from store.consume_service import ConsumeService
 from store.flush import (
     CommitRealTimeService,
     Flusher,
@@ -98,6 +99,7 @@ class DefaultMessageStore:
             else None
         )
         self.flush_offset_file: FlushOffsetFile | None = None
+        self.consume: ConsumeService | None = None  # consume queues, set by recovery
         self.writer_busy_since: float | None = None
         self._send, self._receive = trio.open_memory_channel[PutRequest](config.put_queue_capacity)
         self._writer_done = trio.Event()
@@ -138,6 +140,8 @@ class DefaultMessageStore:
                         await store._shutdown()
                     nursery.cancel_scope.cancel()
         finally:
+            if store.consume is not None:
+                store.consume.close()
             shutdown_files(store)
             release_lock(lock_fd)
 
@@ -153,6 +157,7 @@ class DefaultMessageStore:
         self.flush_offset_file = FlushOffsetFile(self.config.store_path_root_dir)
         self._on_flushed()
         self.flush_offset_file.sync()
+        self.consume = ConsumeService.recover(self.config.store_path_root_dir, queue)
         create_abort_file(self.config.store_path_root_dir)
 
     async def _start(self, nursery: trio.Nursery) -> None:
@@ -166,6 +171,8 @@ class DefaultMessageStore:
             await nursery.start(self.commit_real_time.run)
         nursery.start_soon(disk_check_loop, self)
         nursery.start_soon(checkpoint_loop, self)
+        if self.consume is not None:
+            await nursery.start(self.consume.run)
 
     async def _shutdown(self) -> None:
         self.shutdown = True
@@ -384,6 +391,8 @@ class DefaultMessageStore:
             self.flush_offset_file.update(
                 queue.flushed_where, queue.max_offset, queue.mapped_file_size
             )
+        if self.consume is not None:
+            self.consume.wakeup()
 
     def _on_flush_failed(self, exc: OSError) -> None:
         if self.running_flags.set(status.NOT_WRITEABLE):

@@ -1,0 +1,222 @@
+"""`ConsumeQueue`: the per-(topic, queue id) index of the commit log, in RocketMQ's file format.
+
+Owns `<store_dir>/consumequeue/<topic>/<queueId>/<20-digit byte offset>` files of fixed size
+(`units_per_file` 20-byte units, 300000 by default = 6,000,000 bytes). A unit is the commit-log
+offset, the record size and the tags code of one message; the logical (queue) offset of a unit is
+its byte position / 20. Files are zero-filled when created, so the end of a queue is the first
+all-zero unit, as RocketMQ's ConsumeQueue.recover reads it. Knows nothing of trio or sockets;
+the dispatcher appends, readers look units up. Mirrors store/ConsumeQueue.java (4.9).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+import structlog
+
+# One unit, big-endian like every RocketMQ file:
+CQ_UNIT: Final = struct.Struct(
+    ">"
+    "q"  # 0  commit-log (physical) offset of the record
+    "i"  # 8  record total size
+    "q"  # 12 tags code: Java String.hashCode of TAGS (0 without tags)
+)
+CQ_STORE_UNIT_SIZE: Final = 20
+assert CQ_UNIT.size == CQ_STORE_UNIT_SIZE
+DEFAULT_UNITS_PER_FILE: Final = 300_000
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class CqUnit:
+    """One consume-queue entry at logical offset `queue_offset`."""
+
+    queue_offset: int
+    physical_offset: int
+    size: int
+    tags_code: int
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode as a signed int32 (UTF-16 code units), the RocketMQ tags code."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _file_name(byte_offset: int) -> str:
+    return f"{byte_offset:020d}"
+
+
+class ConsumeQueue:
+    """The units of one queue; `append` writes, `get`/`iter_units` read, `truncate_*` repair."""
+
+    def __init__(
+        self, root: str, topic: str, queue_id: int, units_per_file: int = DEFAULT_UNITS_PER_FILE
+    ) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.dir = os.path.join(root, "consumequeue", topic, str(queue_id))
+        self.file_size = units_per_file * CQ_STORE_UNIT_SIZE
+        self.min_logic_offset = 0  # first logical offset still on disk
+        self.max_logic_offset = 0  # next logical offset to be written
+        self.max_physical_offset = 0  # commit-log end of the last unit (offset + size)
+        self._fds: dict[int, int] = {}
+        self._load()
+
+    # --- files --------------------------------------------------------------------------------
+
+    def _bases(self) -> list[int]:
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        return sorted(int(n) for n in names if len(n) == 20 and n.isdigit())
+
+    def _fd(self, base: int, create: bool = False) -> int | None:
+        fd = self._fds.get(base)
+        if fd is not None:
+            return fd
+        path = os.path.join(self.dir, _file_name(base))
+        if not create and not os.path.exists(path):
+            return None
+        os.makedirs(self.dir, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if os.fstat(fd).st_size < self.file_size:
+            os.ftruncate(fd, self.file_size)  # zero-filled: an all-zero unit marks the end
+        self._fds[base] = fd
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def _load(self) -> None:
+        """Find the end: the first all-zero unit of the last non-empty file."""
+        bases = self._bases()
+        if not bases:
+            return
+        self.min_logic_offset = bases[0] // CQ_STORE_UNIT_SIZE
+        for base in reversed(bases):
+            fd = self._fd(base)
+            assert fd is not None
+            data = os.pread(fd, self.file_size, 0)
+            end = self._data_end(data)
+            if end > 0 or base == bases[0]:
+                self.max_logic_offset = (base + end) // CQ_STORE_UNIT_SIZE
+                if end > 0:
+                    off, size, _ = CQ_UNIT.unpack_from(data, end - CQ_STORE_UNIT_SIZE)
+                    self.max_physical_offset = off + size
+                return
+
+    @staticmethod
+    def _data_end(data: bytes) -> int:
+        """Byte position of the first all-zero unit (binary search: units are written in order)."""
+        lo, hi = 0, len(data) // CQ_STORE_UNIT_SIZE
+        while lo < hi:
+            mid = (lo + hi) // 2
+            pos = mid * CQ_STORE_UNIT_SIZE
+            off, size, _ = CQ_UNIT.unpack_from(data, pos)
+            if size == 0 and off == 0:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo * CQ_STORE_UNIT_SIZE
+
+    # --- write --------------------------------------------------------------------------------
+
+    def append(self, queue_offset: int, physical_offset: int, size: int, tags_code: int) -> bool:
+        """Write the unit at `queue_offset`; False when it is already there (re-dispatch).
+
+        A gap (queue_offset past the end) is filled from the end, as after a deleted
+        queue; RocketMQ fills such holes with blank units and so do we (offset 0 is never read).
+        """
+        if queue_offset < self.max_logic_offset:
+            return False
+        if physical_offset + size <= self.max_physical_offset and self.max_logic_offset > 0:
+            return False
+        if queue_offset > self.max_logic_offset:
+            log.warning(
+                "consume_queue_gap",
+                topic=self.topic,
+                queue_id=self.queue_id,
+                expected=self.max_logic_offset,
+                got=queue_offset,
+            )
+            if self.max_logic_offset == 0 and not self._bases():
+                self.min_logic_offset = queue_offset
+        byte_pos = queue_offset * CQ_STORE_UNIT_SIZE
+        base = byte_pos - byte_pos % self.file_size
+        fd = self._fd(base, create=True)
+        assert fd is not None
+        os.pwrite(fd, CQ_UNIT.pack(physical_offset, size, tags_code), byte_pos - base)
+        self.max_logic_offset = queue_offset + 1
+        self.max_physical_offset = physical_offset + size
+        return True
+
+    def flush(self) -> None:
+        for fd in self._fds.values():
+            os.fdatasync(fd)
+
+    # --- read ---------------------------------------------------------------------------------
+
+    def get(self, queue_offset: int) -> CqUnit | None:
+        units = self.read_units(queue_offset, 1)
+        return units[0] if units else None
+
+    def read_units(self, queue_offset: int, max_count: int) -> list[CqUnit]:
+        """Up to `max_count` units from `queue_offset`, within one file (callers loop)."""
+        if queue_offset < self.min_logic_offset or queue_offset >= self.max_logic_offset:
+            return []
+        count = min(max_count, self.max_logic_offset - queue_offset)
+        byte_pos = queue_offset * CQ_STORE_UNIT_SIZE
+        base = byte_pos - byte_pos % self.file_size
+        count = min(count, (base + self.file_size - byte_pos) // CQ_STORE_UNIT_SIZE)
+        fd = self._fd(base)
+        if fd is None:
+            return []
+        data = os.pread(fd, count * CQ_STORE_UNIT_SIZE, byte_pos - base)
+        return [
+            CqUnit(queue_offset + i, *CQ_UNIT.unpack_from(data, i * CQ_STORE_UNIT_SIZE))
+            for i in range(len(data) // CQ_STORE_UNIT_SIZE)
+        ]
+
+    # --- repair -------------------------------------------------------------------------------
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """Drop every unit whose record starts at or after `phy_offset` (the commit log's end).
+
+        Mirrors ConsumeQueue.truncateDirtyLogicFiles: units are zeroed, emptied files removed.
+        """
+        while self.max_logic_offset > self.min_logic_offset:
+            last = self.get(self.max_logic_offset - 1)
+            # a hole (zero unit) at the tail is dirty too: dispatch refills it
+            if last is None or (last.size > 0 and last.physical_offset < phy_offset):
+                break
+            self._zero_unit(self.max_logic_offset - 1)
+            self.max_logic_offset -= 1
+        prev = self.get(self.max_logic_offset - 1) if self.max_logic_offset > 0 else None
+        self.max_physical_offset = prev.physical_offset + prev.size if prev else 0
+        self._remove_files_after(self.max_logic_offset * CQ_STORE_UNIT_SIZE)
+
+    def _zero_unit(self, queue_offset: int) -> None:
+        byte_pos = queue_offset * CQ_STORE_UNIT_SIZE
+        base = byte_pos - byte_pos % self.file_size
+        fd = self._fd(base)
+        if fd is not None:
+            os.pwrite(fd, bytes(CQ_STORE_UNIT_SIZE), byte_pos - base)
+
+    def _remove_files_after(self, byte_end: int) -> None:
+        for base in self._bases():
+            if base >= byte_end and base > 0 and base > self.min_logic_offset * CQ_STORE_UNIT_SIZE:
+                fd = self._fds.pop(base, None)
+                if fd is not None:
+                    os.close(fd)
+                os.unlink(os.path.join(self.dir, _file_name(base)))

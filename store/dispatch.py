@@ -1,0 +1,207 @@
+"""`ConsumeQueueTable` and `ReputMessageService`: building the consume queues from the commit log.
+
+Owns the table of `ConsumeQueue`s of a store directory and the dispatch of commit-log records
+into them, never past the DURABLE offset (what `flushoffset` says was fsynced), so a consumer can
+never read a message that a crash could take back. Transaction PREPARED and ROLLBACK records are
+not dispatched. On open the queues are repaired against the recovered commit log: units at or
+past its end are dropped, and dispatch resumes from the queues' own end (the lowest end over all
+queues and the saved dispatch offset), so nothing is skipped and re-dispatch is idempotent.
+Mirrors ReputMessageService and DefaultMessageStore.recoverTopicQueueTable (4.9).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from typing import Final
+
+import structlog
+import trio
+
+from store.consume_queue import DEFAULT_UNITS_PER_FILE, ConsumeQueue, java_string_hash
+from store.format import CommitLogRecord
+from store.message import enters_consume_queue
+from store.reader import CommitLogReader
+
+log = structlog.get_logger()
+
+DISPATCHED_FILE: Final = "dispatched"  # consumequeue/dispatched: int64 text, after an fdatasync
+PROPERTY_SEPARATOR: Final = "\x02"
+NAME_VALUE_SEPARATOR: Final = "\x01"
+SAVE_INTERVAL_S: Final = 1.0  # queues fdatasync'ed and the dispatch offset saved this often
+DISPATCH_BATCH: Final = 4096  # records per pass, so other tasks run between passes
+
+Listener = Callable[[str, int, int], None]  # topic, queue id, new max logical offset
+
+
+def tags_of(properties: str) -> str | None:
+    """The TAGS property of a stored properties string, without decoding the rest."""
+    for pair in properties.split(PROPERTY_SEPARATOR):
+        name, sep, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if sep and name == "TAGS":
+            return value
+    return None
+
+
+def tags_code_of(properties: str) -> int:
+    tags = tags_of(properties)
+    return java_string_hash(tags) if tags else 0
+
+
+class ConsumeQueueTable:
+    """Every `ConsumeQueue` of a store directory, created on first use."""
+
+    def __init__(self, root: str, units_per_file: int = DEFAULT_UNITS_PER_FILE) -> None:
+        self.root = root
+        self.units_per_file = units_per_file
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._load()
+
+    def _load(self) -> None:
+        base = os.path.join(self.root, "consumequeue")
+        if not os.path.isdir(base):
+            return
+        for topic in sorted(os.listdir(base)):
+            topic_dir = os.path.join(base, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            for qid in os.listdir(topic_dir):
+                if qid.isdigit():
+                    self.find(topic, int(qid))
+
+    def find(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        queue = self.queues.get(key)
+        if queue is None:
+            queue = ConsumeQueue(self.root, topic, queue_id, self.units_per_file)
+            self.queues[key] = queue
+        return queue
+
+    def existing(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.queues.get((topic, queue_id))
+
+    def close(self) -> None:
+        for queue in self.queues.values():
+            queue.close()
+
+    def flush(self) -> None:
+        for queue in self.queues.values():
+            queue.flush()
+
+    def topic_queue_table(self) -> dict[str, int]:
+        """`topic-queueId` -> next logical offset, as the commit log's table keys it."""
+        return {f"{t}-{q}": cq.max_logic_offset for (t, q), cq in self.queues.items()}
+
+    # --- recovery -----------------------------------------------------------------------------
+
+    def _dispatched_path(self) -> str:
+        return os.path.join(self.root, "consumequeue", DISPATCHED_FILE)
+
+    def saved_dispatch_offset(self) -> int | None:
+        try:
+            with open(self._dispatched_path(), encoding="ascii") as handle:
+                return int(handle.read().strip() or "0")
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def save_dispatch_offset(self, offset: int) -> None:
+        """Flush the queues, then record `offset` (temp + fsync + rename) as fully dispatched."""
+        self.flush()
+        path = self._dispatched_path()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="ascii") as handle:
+            handle.write(str(offset))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+
+    def repair(self, commit_log_min: int, commit_log_max: int) -> int:
+        """Drop units past `commit_log_max`; return the offset dispatch must resume from."""
+        for queue in self.queues.values():
+            queue.truncate_dirty_logic_files(commit_log_max)
+        ends = [cq.max_physical_offset for cq in self.queues.values()]
+        saved = self.saved_dispatch_offset()
+        resume = min([*ends, saved if saved is not None else commit_log_min], default=0)
+        return min(max(resume, commit_log_min), commit_log_max)
+
+    # --- dispatch -----------------------------------------------------------------------------
+
+    def dispatch(self, records: Iterable[CommitLogRecord], listener: Listener | None) -> int:
+        """Append the records' units; returns the end offset of the last record seen (or -1)."""
+        end = -1
+        for rec in records:
+            end = rec.physical_offset + rec.total_size
+            if not enters_consume_queue(rec.sys_flag):
+                continue
+            queue = self.find(rec.topic, rec.queue_id)
+            code = tags_code_of(rec.properties)
+            appended = queue.append(rec.queue_offset, rec.physical_offset, rec.total_size, code)
+            if appended and listener is not None:
+                listener(rec.topic, rec.queue_id, queue.max_logic_offset)
+        return end
+
+
+class ReputMessageService:
+    """Follows the durable offset and dispatches new records; `wakeup()` after every flush."""
+
+    def __init__(self, table: ConsumeQueueTable, reader: CommitLogReader, reput_from: int) -> None:
+        self.table = table
+        self.reader = reader
+        self.reput_from_offset = reput_from
+        self.listeners: list[Listener] = []
+        self._wakeup = trio.Event()
+        self._dispatched_since_save = False
+
+    def wakeup(self) -> None:
+        self._wakeup.set()
+
+    def dispatch_once(self) -> bool:
+        """One pass up to the durable offset; True if it advanced. Synchronous and bounded."""
+        records = self.reader.iter_records(
+            self.reput_from_offset, include_body=False, verify_crc=False
+        )
+        batch = (rec for _, rec in zip(range(DISPATCH_BATCH), records, strict=False))
+        end = self.table.dispatch(batch, self._notify)
+        if end <= self.reput_from_offset:
+            # no record, but a segment-end blank may still move us into the next file
+            durable = self.reader.durable_offset()
+            if durable > self.reput_from_offset and end == -1:
+                self.reput_from_offset = self._skip_blank(durable)
+            return False
+        self.reput_from_offset = end
+        self._dispatched_since_save = True
+        return True
+
+    def _skip_blank(self, durable: int) -> int:
+        size = self.reader.segment_size
+        next_file = self.reput_from_offset - self.reput_from_offset % size + size
+        return min(next_file, durable)
+
+    def _notify(self, topic: str, queue_id: int, max_offset: int) -> None:
+        for listener in self.listeners:
+            listener(topic, queue_id, max_offset)
+
+    def save(self) -> None:
+        if self._dispatched_since_save:
+            self.table.save_dispatch_offset(self.reput_from_offset)
+            self._dispatched_since_save = False
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Dispatch when woken and at least every 100 ms; save the dispatch offset each second."""
+        task_status.started()
+        next_save = trio.current_time() + SAVE_INTERVAL_S
+        try:
+            while True:
+                while self.dispatch_once():
+                    await trio.lowlevel.checkpoint()
+                if trio.current_time() >= next_save:
+                    next_save = trio.current_time() + SAVE_INTERVAL_S
+                    await trio.to_thread.run_sync(self.save)
+                with trio.move_on_after(0.1):
+                    await self._wakeup.wait()
+                self._wakeup = trio.Event()
+        finally:
+            with trio.CancelScope(shield=True):
+                self.dispatch_once()
+                await trio.to_thread.run_sync(self.save)
