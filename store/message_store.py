@@ -113,6 +113,9 @@ class DefaultMessageStore:
         self._group: list[PutRequest] = []
         self._group_next = 0
         self._writer_done = trio.Event()
+        # Outcomes of submitted puts waiting for `_deliver_outcomes`, and that task when parked.
+        self._outcomes: list[tuple[ResultCallback, PutRequest, PutMessageStatus, float]] = []
+        self._parked_deliverer: trio.lowlevel.Task | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -171,6 +174,7 @@ class DefaultMessageStore:
         await nursery.start(self.allocator.run)
         nursery.start_soon(self._writer)
         nursery.start_soon(self._sweep_stale_puts)
+        nursery.start_soon(self._deliver_outcomes)
         if self.sync_flush:
             await nursery.start(self.group_commit.run)
         else:
@@ -191,6 +195,7 @@ class DefaultMessageStore:
             await self.group_commit.shutdown()
         else:
             await self.flush_real_time.shutdown()
+        self._deliver_pending_outcomes()
 
     # --- what the broker and metrics read ---------------------------------------------------
 
@@ -273,8 +278,8 @@ class DefaultMessageStore:
 
     def submit_messages(self, msgs: list[MessageExtBrokerInner], on_result: ResultCallback) -> None:
         """`put_messages` (one message: `put_message`) without a task waiting: `on_result`
-        gets the outcome later, from the store's writer or flush task, or before this returns
-        when the put is refused at once. Must be called from the store's trio thread."""
+        gets the outcome later, from the store's callback task, or before this returns when
+        the put is refused at once. Must be called from the store's trio thread."""
         started = trio.current_time()
         if len(msgs) == 1:
             problem = self._check_store_status() or self._check_message(msgs[0])
@@ -286,7 +291,13 @@ class DefaultMessageStore:
         encoded = encode_batch(msgs, self.now_ms(), self.config.max_message_size)
 
         def delivered(request: PutRequest, put_status: PutMessageStatus) -> None:
-            on_result(self._result(request, put_status, started))
+            # Deferred to the callback task: the writer and the flush service go straight
+            # back to appending and flushing (the next fdatasync overlaps the callbacks).
+            self._outcomes.append((on_result, request, put_status, started))
+            task = self._parked_deliverer
+            if task is not None:
+                self._parked_deliverer = None
+                trio.lowlevel.reschedule(task)
 
         request = self._submit(encoded, msgs[0].wait_store_msg_ok, started, delivered)
         if isinstance(request, PutMessageResult):
@@ -445,6 +456,34 @@ class DefaultMessageStore:
                 self.commit_real_time.wakeup()
             else:
                 self.flush_real_time.wakeup()
+
+    # --- outcomes of submitted puts ---------------------------------------------------------
+
+    def _deliverer_cancelled(
+        self, _raise_cancel: trio.lowlevel.RaiseCancelT
+    ) -> trio.lowlevel.Abort:
+        self._parked_deliverer = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    async def _deliver_outcomes(self) -> None:
+        """Run the callbacks of `submit_messages` puts, a batch per wake-up."""
+        while True:
+            if not self._outcomes:
+                self._parked_deliverer = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._deliverer_cancelled)
+            # One more turn first, so a flush service woken with us starts its next fdatasync
+            # (in a thread) before the callbacks take the CPU; more outcomes gather meanwhile.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            self._deliver_pending_outcomes()
+
+    def _deliver_pending_outcomes(self) -> None:
+        while self._outcomes:
+            outcomes, self._outcomes = self._outcomes, []
+            for on_result, request, put_status, started in outcomes:
+                try:
+                    on_result(self._result(request, put_status, started))
+                except Exception:
+                    log.exception("put_callback_failed", status=put_status.name)
 
     # --- puts stuck behind the writer (RocketMQ's PCBUSY_CLEAN_QUEUE) ------------------------
 
