@@ -1,13 +1,16 @@
 """One client connection: frames in, requests processed concurrently, responses out.
 
-The read loop decodes frames (`protocol.FrameDecoder`) and starts one task per request; answers
-leave in completion order, matched by opaque. A single writer task owns the socket's send side
-and coalesces queued frames into one `send_all`. At most `max_inflight_per_connection` requests
-run at once: past it the read loop stops reading, so TCP pushes back on the client and memory
-stays bounded. A `RemotingProtocolError` (garbage on the wire) ends the read loop after one
-`protocol_error` event; requests already running still finish. An idle connection (nothing
-received, nothing running) is closed after `idle_timeout_s`. Knows nothing of what the requests
-mean: `Dispatcher` maps codes to processors.
+The read loop decodes frames (`protocol.FrameDecoder`). A request whose processor can take it
+without a task (`Dispatcher.submit`: sends, handed to the store with a completion callback) is
+run right there; any other starts one task. Answers leave in completion order, matched by
+opaque: each is encoded into the connection's outbox and a single writer task, woken at most
+once per batch, joins the queued frames into one `send_all`. At most
+`max_inflight_per_connection` requests run at once: past it the read loop stops reading, so TCP
+pushes back on the client and memory stays bounded. A `RemotingProtocolError` (garbage on the
+wire) ends the read loop after one `protocol_error` event; requests already running still finish.
+An idle connection (nothing received, nothing running) is closed after `idle_timeout_s` by a
+watchdog that reads the time of the last receive, so no receive pays for a cancel scope. Knows
+nothing of what the requests mean: `Dispatcher` maps codes to processors.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ import trio
 from broker.acl.validator import AccessValidator, shared_validator
 from broker.config import BrokerConfig
 from broker.context import BrokerContext
-from broker.processors import RequestContext, RequestProcessor
+from broker.processors import InlineProcessor, RequestContext, RequestProcessor, Respond
 from broker.refusals import RefusalLog
 from broker.tls import TlsHandshakeError, start_tls
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError, RemotingProtocolError
 from protocol.frame import FrameDecoder, encode_frame
+from store.parking import ParkingSpot
 
 RECEIVE_SIZE: Final = 256 * 1024
 #: the writer joins queued frames up to about this many bytes per send_all
@@ -48,6 +52,12 @@ class Dispatcher:
     def __init__(self, processors: Mapping[int, RequestProcessor]) -> None:
         self.processors = dict(processors)
         self.refusals = RefusalLog()
+        #: the processors that can take a request without a task (`InlineProcessor`)
+        self.inline: dict[int, InlineProcessor] = {
+            code: processor
+            for code, processor in self.processors.items()
+            if isinstance(processor, InlineProcessor)
+        }
 
     async def dispatch(
         self, request: RemotingCommand, ctx: RequestContext
@@ -70,6 +80,30 @@ class Dispatcher:
         if response is not None and response.code != ResponseCode.SUCCESS:
             self.refusals.refused(ctx.remote, request.code, response.code, response.remark)
         return response
+
+    def submit(self, request: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
+        """Hand `request` to its processor without a task; False when it needs `dispatch`.
+
+        `respond(request, response)` is called exactly once when this returns True, possibly
+        before it returns.
+        """
+        processor = self.inline.get(request.code)
+        if processor is None:
+            return False
+        refusals = self.refusals
+
+        def answer(request: RemotingCommand, response: RemotingCommand | None) -> None:
+            if response is not None and response.code != ResponseCode.SUCCESS:
+                refusals.refused(ctx.remote, request.code, response.code, response.remark)
+            respond(request, response)
+
+        try:
+            return processor.submit(request, ctx, answer)
+        except Exception as exc:
+            # The processor raised before handing the request on, so it has not answered.
+            log.exception("processor_failed", code=RequestCode.name_of(request.code))
+            answer(request, request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc)))
+            return True
 
 
 def peer_address(stream: trio.SocketStream) -> tuple[str, int]:
@@ -106,6 +140,12 @@ class Connection:
         self.close_reason = "peer_closed"
         self._slots = trio.Semaphore(config.max_inflight_per_connection)
         self._read_scope = trio.CancelScope()
+        self._last_receive = 0.0
+        # Encoded responses waiting for the writer, and the writer when it is parked.
+        self._outbox: list[bytes] = []
+        self._writer_spot = ParkingSpot()
+        self._reading_done = False
+        self._write_failed = False
         # Security hook (broker/acl): every request is checked before dispatch when ACL is on.
         self.access: AccessValidator | None = (
             shared_validator(config.acl_file) if config.acl_enable else None
@@ -124,28 +164,46 @@ class Connection:
         except TlsHandshakeError as exc:
             self.close_reason = exc.reason
             return
-        send, receive = trio.open_memory_channel[bytes](self.config.max_inflight_per_connection)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._writer, receive)
-            async with send:
+            nursery.start_soon(self._writer)
+            watchdog = trio.CancelScope()
+            nursery.start_soon(self._idle_watchdog, watchdog)
+            try:
                 with self._read_scope:
-                    await self._read_loop(nursery, send)
+                    await self._read_loop(nursery)
+            finally:
+                watchdog.cancel()
+                self._reading_done = True
+                self._wake_writer()
 
-    async def _read_loop(self, nursery: trio.Nursery, send: trio.MemorySendChannel[bytes]) -> None:
-        decoder = FrameDecoder(max_frame_length=self.config.max_frame_length)
+    async def _idle_watchdog(self, scope: trio.CancelScope) -> None:
+        """Stop reading once nothing was received for `idle_timeout_s` and nothing runs."""
         idle_s = self.config.idle_timeout_s
+        with scope:
+            self._last_receive = trio.current_time()
+            while True:
+                await trio.sleep_until(self._last_receive + idle_s)
+                if trio.current_time() - self._last_receive >= idle_s:
+                    if self.inflight == 0:
+                        self.stop_reading("idle_timeout")
+                        return
+                    self._last_receive = trio.current_time()  # busy: look again a period on
+
+    async def _read_loop(self, nursery: trio.Nursery) -> None:
+        decoder = FrameDecoder(max_frame_length=self.config.max_frame_length)
+        stream = self.stream
+        dispatcher = self.dispatcher
+        ctx = self.ctx
+        respond = self._respond
+        slots = self._slots
+        current_time = trio.current_time
         while True:
             try:
-                with trio.move_on_after(idle_s) as idle:
-                    data = await self.stream.receive_some(RECEIVE_SIZE)
+                data = await stream.receive_some(RECEIVE_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self.close_reason = "peer_reset"  # RST or a socket error: like a close
                 return
-            if idle.cancelled_caught:
-                if self.inflight == 0:
-                    self.close_reason = "idle_timeout"
-                    return
-                continue
+            self._last_receive = current_time()
             if not data:
                 return
             try:
@@ -160,54 +218,75 @@ class Connection:
                     log.info("unexpected_response", opaque=command.opaque, code=command.code)
                     continue
                 try:
-                    # No checkpoint per frame: a burst of frames starts its tasks together.
-                    self._slots.acquire_nowait()
+                    # No checkpoint per frame: a burst of frames is taken together.
+                    slots.acquire_nowait()
                 except trio.WouldBlock:
-                    await self._slots.acquire()  # past the in-flight limit: stop reading here
+                    await slots.acquire()  # past the in-flight limit: stop reading here
                 self.inflight += 1
                 self.requests += 1
-                nursery.start_soon(self._handle, command, send.clone())
-
-    async def _handle(self, request: RemotingCommand, send: trio.MemorySendChannel[bytes]) -> None:
-        async with send:
-            try:
-                response = None
                 if self.access is not None:
-                    response = self.access.check(request, self.ctx.remote)
-                if response is None:
-                    response = await self.dispatcher.dispatch(request, self.ctx)
-                if response is not None and not request.is_oneway:
-                    # Never blocks: the channel holds one frame per in-flight request.
-                    await send.send(encode_frame(response))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass  # the writer is gone (socket failed); the request itself was processed
-            finally:
-                self.inflight -= 1
-                self._slots.release()
+                    refusal = self.access.check(command, ctx.remote)
+                    if refusal is not None:
+                        respond(command, refusal)
+                        continue
+                if not dispatcher.submit(command, ctx, respond):
+                    nursery.start_soon(self._handle, command)
 
-    async def _writer(self, receive: trio.MemoryReceiveChannel[bytes]) -> None:
-        broken = False
-        async with receive:
-            async for frame in receive:
-                if broken:
-                    continue  # keep draining so request tasks never wait on a dead socket
-                frames = [frame]
-                size = len(frame)
-                while size < MAX_COALESCE_BYTES:
-                    try:
-                        more = receive.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                    frames.append(more)
-                    size += len(more)
-                try:
-                    with trio.fail_after(self.config.write_timeout_s):
-                        await self.stream.send_all(b"".join(frames) if len(frames) > 1 else frame)
-                except (
-                    trio.BrokenResourceError,
-                    trio.ClosedResourceError,
-                    trio.TooSlowError,
-                ) as exc:
-                    broken = True
-                    log.info("write_failed", error=type(exc).__name__)
-                    self.stop_reading("write_failed")
+    async def _handle(self, request: RemotingCommand) -> None:
+        response = None
+        try:
+            response = await self.dispatcher.dispatch(request, self.ctx)
+        finally:
+            self._respond(request, response)
+
+    def _respond(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        """Queue `response` for the writer and free the request's slot; never raises."""
+        try:
+            if response is not None and not request.is_oneway and not self._write_failed:
+                self._outbox.append(encode_frame(response))
+        except Exception:
+            log.exception("response_encode_failed", code=RequestCode.name_of(request.code))
+        finally:
+            self.inflight -= 1
+            self._slots.release()
+            self._wake_writer()
+
+    def _wake_writer(self) -> None:
+        self._writer_spot.wake()
+
+    async def _writer(self) -> None:
+        """Send queued frames, joined up to about `MAX_COALESCE_BYTES` per `send_all`, until
+        reading has stopped and every request is answered."""
+        while True:
+            outbox = self._outbox
+            if not outbox:
+                if self._reading_done and self.inflight == 0:
+                    return
+                await self._writer_spot.park()
+                continue
+            if self._write_failed:
+                outbox.clear()  # the socket is dead: answers are dropped
+                continue
+            data = self._take_frames(outbox)
+            try:
+                with trio.fail_after(self.config.write_timeout_s):
+                    await self.stream.send_all(data)
+            except (
+                trio.BrokenResourceError,
+                trio.ClosedResourceError,
+                trio.TooSlowError,
+            ) as exc:
+                self._write_failed = True
+                log.info("write_failed", error=type(exc).__name__)
+                self.stop_reading("write_failed")
+
+    def _take_frames(self, outbox: list[bytes]) -> bytes:
+        if len(outbox) == 1:
+            return outbox.pop()
+        count = size = 0
+        while count < len(outbox) and size < MAX_COALESCE_BYTES:
+            size += len(outbox[count])
+            count += 1
+        data = b"".join(outbox[:count])
+        del outbox[:count]
+        return data

@@ -29,6 +29,10 @@ class MessageStore(Protocol):
 
     async def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult: ...
 
+    def submit_messages(
+        self, msgs: list[MessageExtBrokerInner], on_result: Callable[[PutMessageResult], None]
+    ) -> None: ...
+
 
 HeartbeatListener = Callable[["HeartbeatData", "RequestContext"], Awaitable[None]]
 

@@ -86,6 +86,8 @@ class RefusalLog:
         self._second.logged += 1
         log.info(
             "request_refused",
+            # explicit: a response from the store's callback runs outside the connection's context
+            remote=f"{remote[0]}:{remote[1]}",
             request=RequestCode.name_of(request_code),
             response=ResponseCode.name_of(response_code),
             remark=remark,

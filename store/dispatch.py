@@ -29,6 +29,7 @@ DISPATCHED_FILE: Final = "dispatched"  # consumequeue/dispatched: int64 text, af
 PROPERTY_SEPARATOR: Final = "\x02"
 NAME_VALUE_SEPARATOR: Final = "\x01"
 SAVE_INTERVAL_S: Final = 1.0  # queues fdatasync'ed and the dispatch offset saved this often
+RETRY_INTERVAL_S: Final = 0.5  # wait after a failed consume-queue write (a full disk)
 DISPATCH_BATCH: Final = 4096  # records per pass, so other tasks run between passes
 
 Listener = Callable[[str, int, int], None]  # topic, queue id, new max logical offset
@@ -188,20 +189,40 @@ class ReputMessageService:
             self._dispatched_since_save = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Dispatch when woken and at least every 100 ms; save the dispatch offset each second."""
+        """Dispatch when woken and at least every 100 ms; save the dispatch offset each second.
+
+        A consume-queue write that fails (a full disk) stops dispatch, not the store: the
+        records stay in the commit log and the next round dispatches them again (appends are
+        idempotent), with one event per failing spell.
+        """
         task_status.started()
         next_save = trio.current_time() + SAVE_INTERVAL_S
+        failing = False
         try:
             while True:
-                while self.dispatch_once():
-                    await trio.lowlevel.checkpoint()
-                if trio.current_time() >= next_save:
-                    next_save = trio.current_time() + SAVE_INTERVAL_S
-                    await trio.to_thread.run_sync(self.save)
+                try:
+                    while self.dispatch_once():
+                        await trio.lowlevel.checkpoint()
+                    if trio.current_time() >= next_save:
+                        next_save = trio.current_time() + SAVE_INTERVAL_S
+                        await trio.to_thread.run_sync(self.save)
+                except OSError as exc:
+                    if not failing:
+                        log.error("consume_queue_write_failed", error=str(exc))
+                    failing = True
+                    await trio.sleep(RETRY_INTERVAL_S)
+                    continue
+                if failing:
+                    log.info("consume_queue_write_recovered", offset=self.reput_from_offset)
+                    failing = False
                 with trio.move_on_after(0.1):
                     await self._wakeup.wait()
                 self._wakeup = trio.Event()
         finally:
             with trio.CancelScope(shield=True):
-                self.dispatch_once()
-                await trio.to_thread.run_sync(self.save)
+                try:
+                    self.dispatch_once()
+                    await trio.to_thread.run_sync(self.save)
+                except OSError as exc:
+                    # the saved offset stays behind: the next start dispatches again from it
+                    log.error("consume_queue_close_failed", error=str(exc))

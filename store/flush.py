@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 import outcome
 import structlog
@@ -34,32 +34,70 @@ class Flusher(Protocol):
 
 
 async def thread_flusher(mapped_file: MappedFile) -> None:
-    """The default flusher: fdatasync in a worker thread (see `MappedFile.sync`)."""
-    await trio.to_thread.run_sync(mapped_file.sync)
+    """The default flusher: fdatasync in a worker thread (see `MappedFile.sync`).
+
+    Uses trio's thread cache directly rather than `trio.to_thread.run_sync`: no capacity
+    limiter and no renaming of the worker thread (two prctl calls) for every group commit.
+    Like `to_thread`, a cancelled caller still waits for the fdatasync to finish.
+    """
+    await run_in_thread(mapped_file.sync)
+
+
+async def run_in_thread(fn: Callable[[], None]) -> None:
+    """Run `fn` in a cached worker thread; its exception is raised here."""
+    await trio.lowlevel.checkpoint_if_cancelled()
+    task = trio.lowlevel.current_task()
+    token = trio.lowlevel.current_trio_token()
+
+    def deliver(result: outcome.Outcome[None]) -> None:
+        token.run_sync_soon(trio.lowlevel.reschedule, task, result)
+
+    trio.lowlevel.start_thread_soon(fn, deliver)
+    await trio.lowlevel.wait_task_rescheduled(_never_abort)
+
+
+def _never_abort(_raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.FAILED  # the thread cannot be stopped: wait for it
+
+
+#: a put's completion hook: (the request, its status); it must not raise
+PutCallback = Callable[["PutRequest", PutMessageStatus], None]
 
 
 class PutRequest:
-    """One put travelling writer -> (flush service) -> caller; the caller parks on it.
+    """One put travelling writer -> (flush service) -> caller.
 
-    The caller's task is rescheduled exactly once with the reply, unless it was cancelled first.
-    Cheaper than a `trio.Event` per put: no parking lot, one reschedule.
+    Completed exactly once: either the waiting task is rescheduled with the status (unless it
+    was cancelled first) or `callback` is called. Cheaper than a `trio.Event` per put: no
+    parking lot, one reschedule. `enqueued_at` (trio time) lets the store answer a put busy
+    once it has waited too long without being appended.
     """
 
     __slots__ = (
         "appended",
         "batch",
+        "callback",
         "cancelled",
         "deadline",
         "done",
         "end_offset",
+        "enqueued_at",
         "task",
         "wait_flush",
     )
 
-    def __init__(self, batch: EncodedBatch, wait_flush: bool) -> None:
+    def __init__(
+        self,
+        batch: EncodedBatch,
+        wait_flush: bool,
+        callback: PutCallback | None = None,
+        enqueued_at: float = 0.0,
+    ) -> None:
         self.batch = batch
         self.wait_flush = wait_flush
-        self.task = trio.lowlevel.current_task()
+        self.callback = callback
+        self.task = trio.lowlevel.current_task() if callback is None else None
+        self.enqueued_at = enqueued_at
         self.cancelled = False
         self.done = False
         self.appended: object = None
@@ -71,9 +109,18 @@ class PutRequest:
         return trio.lowlevel.Abort.SUCCEEDED
 
     def complete(self, status: PutMessageStatus) -> None:
-        if not self.done and not self.cancelled:
-            self.done = True
-            trio.lowlevel.reschedule(self.task, outcome.Value(status))
+        if self.done or self.cancelled:
+            return
+        self.done = True
+        callback = self.callback
+        if callback is None:
+            trio.lowlevel.reschedule(cast(trio.lowlevel.Task, self.task), outcome.Value(status))
+            return
+        try:
+            callback(self, status)
+        except Exception:
+            # The caller's hook failed: its own put is lost to it, the store's task goes on.
+            log.exception("put_callback_failed", status=status.name)
 
     async def wait(self) -> PutMessageStatus:
         result: PutMessageStatus = await trio.lowlevel.wait_task_rescheduled(self.abort)

@@ -8,6 +8,7 @@ the broker exports. Every put outcome is a `PutMessageStatus`; nothing here rais
 
 from __future__ import annotations
 
+import collections
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -27,6 +28,7 @@ from store.flush import (
     Flusher,
     FlushRealTimeService,
     GroupCommitService,
+    PutCallback,
     PutRequest,
     thread_flusher,
 )
@@ -40,6 +42,7 @@ from store.message import (
     get_transaction_value,
     offset_msg_id,
 )
+from store.parking import ParkingSpot
 from store.recovery import recover
 from store.status import AppendMessageStatus, PutMessageStatus, RunningFlags
 from store.store_tasks import StoreStats, checkpoint_loop, disk_check_loop, shutdown_files
@@ -49,6 +52,8 @@ log = structlog.get_logger()
 MAX_PROPERTIES_CHARS = 32767
 SHUTDOWN_TIMEOUT_S = 30.0
 SlowPutHook = Callable[[float, PutMessageResult], None]
+#: receives a submitted put's outcome, in the store's task; it must not block or raise
+ResultCallback = Callable[[PutMessageResult], None]
 
 
 def wall_clock_ms() -> int:
@@ -101,8 +106,19 @@ class DefaultMessageStore:
         self.flush_offset_file: FlushOffsetFile | None = None
         self.consume: ConsumeService | None = None  # consume queues, set by recovery
         self.writer_busy_since: float | None = None
-        self._send, self._receive = trio.open_memory_channel[PutRequest](config.put_queue_capacity)
+        # The writer's queue: a deque and one parked task instead of a memory channel, so a
+        # put costs an append and at most one reschedule. `_group[_group_next:]` are puts the
+        # writer has taken but not started to append; with the queue they are the puts that
+        # may still be answered busy (`_answer_stale_puts`).
+        self._queue: collections.deque[PutRequest] = collections.deque()
+        self._queue_closed = False
+        self._writer_spot = ParkingSpot()
+        self._group: list[PutRequest] = []
+        self._group_next = 0
         self._writer_done = trio.Event()
+        # Outcomes of submitted puts waiting for `_deliver_outcomes`, and that task when parked.
+        self._outcomes: list[tuple[ResultCallback, PutRequest, PutMessageStatus, float]] = []
+        self._deliverer_spot = ParkingSpot()
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -163,6 +179,8 @@ class DefaultMessageStore:
     async def _start(self, nursery: trio.Nursery) -> None:
         await nursery.start(self.allocator.run)
         nursery.start_soon(self._writer)
+        nursery.start_soon(self._sweep_stale_puts)
+        nursery.start_soon(self._deliver_outcomes)
         if self.sync_flush:
             await nursery.start(self.group_commit.run)
         else:
@@ -176,7 +194,8 @@ class DefaultMessageStore:
 
     async def _shutdown(self) -> None:
         self.shutdown = True
-        await self._send.aclose()
+        self._queue_closed = True
+        self._wake_writer()
         await self._writer_done.wait()
         if self.commit_real_time is not None:
             await self.commit_real_time.shutdown()
@@ -184,6 +203,7 @@ class DefaultMessageStore:
             await self.group_commit.shutdown()
         else:
             await self.flush_real_time.shutdown()
+        self._deliver_pending_outcomes()
 
     # --- what the broker and metrics read ---------------------------------------------------
 
@@ -213,7 +233,7 @@ class DefaultMessageStore:
 
     @property
     def writer_queue_depth(self) -> int:
-        return self._send.statistics().current_buffer_used
+        return len(self._queue)
 
     @property
     def flush_count(self) -> int:
@@ -255,7 +275,7 @@ class DefaultMessageStore:
         if problem is not None:
             return self._finish(PutMessageResult(problem), 0, started)
         encoded = encode_batch([msg], self.now_ms(), self.config.max_message_size)
-        return await self._submit(encoded, msg.wait_store_msg_ok, started)
+        return await self._submit_and_wait(encoded, msg.wait_store_msg_ok, started)
 
     async def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
         """Store a batch of one topic and queue as consecutive records with consecutive queue
@@ -265,7 +285,31 @@ class DefaultMessageStore:
         if problem is not None:
             return self._finish(PutMessageResult(problem), 0, started)
         encoded = encode_batch(msgs, self.now_ms(), self.config.max_message_size)
-        return await self._submit(encoded, msgs[0].wait_store_msg_ok, started)
+        return await self._submit_and_wait(encoded, msgs[0].wait_store_msg_ok, started)
+
+    def submit_messages(self, msgs: list[MessageExtBrokerInner], on_result: ResultCallback) -> None:
+        """`put_messages` (one message: `put_message`) without a task waiting: `on_result`
+        gets the outcome later, from the store's callback task, or before this returns when
+        the put is refused at once. Must be called from the store's trio thread."""
+        started = trio.current_time()
+        if len(msgs) == 1:
+            problem = self._check_store_status() or self._check_message(msgs[0])
+        else:
+            problem = self._check_store_status() or self._check_batch(msgs)
+        if problem is not None:
+            on_result(self._finish(PutMessageResult(problem), 0, started))
+            return
+        encoded = encode_batch(msgs, self.now_ms(), self.config.max_message_size)
+
+        def delivered(request: PutRequest, put_status: PutMessageStatus) -> None:
+            # Deferred to the callback task: the writer and the flush service go straight
+            # back to appending and flushing (the next fdatasync overlaps the callbacks).
+            self._outcomes.append((on_result, request, put_status, started))
+            self._deliverer_spot.wake()
+
+        request = self._submit(encoded, msgs[0].wait_store_msg_ok, started, delivered)
+        if isinstance(request, PutMessageResult):
+            on_result(request)
 
     def _check_batch(self, msgs: list[MessageExtBrokerInner]) -> PutMessageStatus | None:
         if not msgs:
@@ -285,9 +329,14 @@ class DefaultMessageStore:
             return PutMessageStatus.MESSAGE_ILLEGAL
         return None
 
-    async def _submit(
-        self, encoded: EncodedBatch | AppendMessageStatus, wait: bool, started: float
-    ) -> PutMessageResult:
+    def _submit(
+        self,
+        encoded: EncodedBatch | AppendMessageStatus,
+        wait: bool,
+        started: float,
+        callback: PutCallback | None = None,
+    ) -> PutRequest | PutMessageResult:
+        """Queue an encoded put for the writer; a refusal is returned as a finished result."""
         if isinstance(encoded, AppendMessageStatus):
             problem = (
                 PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
@@ -295,19 +344,34 @@ class DefaultMessageStore:
                 else PutMessageStatus.MESSAGE_ILLEGAL
             )
             return self._finish(PutMessageResult(problem), 0, started)
-        request = PutRequest(encoded, self.sync_flush and wait)
-        try:
-            self._send.send_nowait(request)
-        except trio.WouldBlock:
-            return self._finish(PutMessageResult(PutMessageStatus.WRITER_QUEUE_FULL), 0, started)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
+        if self._queue_closed:
             return self._finish(
                 PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), 0, started
             )
+        if len(self._queue) >= self.config.put_queue_capacity:
+            return self._finish(PutMessageResult(PutMessageStatus.WRITER_QUEUE_FULL), 0, started)
+        request = PutRequest(encoded, self.sync_flush and wait, callback, started)
+        self._queue.append(request)
+        self._wake_writer()
+        return request
+
+    async def _submit_and_wait(
+        self, encoded: EncodedBatch | AppendMessageStatus, wait: bool, started: float
+    ) -> PutMessageResult:
+        request = self._submit(encoded, wait, started)
+        if isinstance(request, PutMessageResult):
+            return request
         put_status = await request.wait()
+        return self._result(request, put_status, started)
+
+    def _result(
+        self, request: PutRequest, put_status: PutMessageStatus, started: float
+    ) -> PutMessageResult:
+        """The finished result of a put the writer answered."""
         appended = request.appended
         if not isinstance(appended, Appended):
             return self._finish(PutMessageResult(put_status), 0, started)
+        encoded = request.batch
         host = encoded.store_host_bytes
         base = appended.wrote_offset
         append_result = AppendMessageResult(
@@ -333,26 +397,35 @@ class DefaultMessageStore:
                 self.on_slow_put(elapsed_ms, result)
         return result
 
+    # --- the writer ------------------------------------------------------------------------
+
+    def _wake_writer(self) -> None:
+        self._writer_spot.wake()
+
     async def _writer(self) -> None:
         """The single writer: drain everything queued, append it as one group, answer or hand on."""
-        receive = self._receive
+        queue = self._queue
         max_group = self.config.max_group_size
         try:
             while True:
-                try:
-                    group = [await receive.receive()]
-                except trio.EndOfChannel:
-                    return
-                while len(group) < max_group:
-                    try:
-                        group.append(receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
+                if not queue:
+                    if self._queue_closed:
+                        return
+                    await self._writer_spot.park()
+                    continue
+                count = min(len(queue), max_group)
+                self._group = [queue.popleft() for _ in range(count)]
+                self._group_next = 0
                 self.writer_busy_since = trio.current_time()
                 try:
-                    await self._append_group(group)
+                    await self._append_group(self._group)
                 finally:
                     self.writer_busy_since = None
+                    self._group = []
+                    self._group_next = 0
+                if queue:
+                    # Let the producers and the flush service run between groups.
+                    await trio.lowlevel.cancel_shielded_checkpoint()
         finally:
             self._writer_done.set()
 
@@ -360,9 +433,10 @@ class DefaultMessageStore:
         now_ms = self.now_ms()
         timeout_s = self.config.sync_flush_timeout_ms / 1000
         appended_any = False
-        for request in group:
-            if request.cancelled:
-                continue
+        for index, request in enumerate(group):
+            self._group_next = index + 1
+            if request.cancelled or request.done:
+                continue  # the caller gave up, or it was answered busy: never append it
             result = await self.commit_log.put(request.batch, now_ms)
             if not isinstance(result, Appended):
                 request.complete(result)
@@ -382,6 +456,68 @@ class DefaultMessageStore:
                 self.commit_real_time.wakeup()
             else:
                 self.flush_real_time.wakeup()
+
+    # --- outcomes of submitted puts ---------------------------------------------------------
+
+    async def _deliver_outcomes(self) -> None:
+        """Run the callbacks of `submit_messages` puts, a batch per wake-up."""
+        while True:
+            if not self._outcomes:
+                await self._deliverer_spot.park()
+            # One more turn first, so a flush service woken with us starts its next fdatasync
+            # (in a thread) before the callbacks take the CPU; more outcomes gather meanwhile.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            self._deliver_pending_outcomes()
+
+    def _deliver_pending_outcomes(self) -> None:
+        while self._outcomes:
+            outcomes, self._outcomes = self._outcomes, []
+            for on_result, request, put_status, started in outcomes:
+                try:
+                    on_result(self._result(request, put_status, started))
+                except Exception:
+                    log.exception("put_callback_failed", status=put_status.name)
+
+    # --- puts stuck behind the writer (RocketMQ's PCBUSY_CLEAN_QUEUE) ------------------------
+
+    async def _sweep_stale_puts(self) -> None:
+        """Answer OS_PAGE_CACHE_BUSY to every put that has waited `os_page_cache_busy_timeout_ms`
+        without being appended. One task for the store, sleeping until the oldest waiting put
+        is due: no timer per put."""
+        timeout_s = self.config.os_page_cache_busy_timeout_ms / 1000
+        while True:
+            oldest = self._oldest_waiting()
+            if oldest is None:
+                await trio.sleep(timeout_s)
+                continue
+            await trio.sleep_until(oldest + timeout_s)
+            self._answer_stale_puts(trio.current_time() - timeout_s)
+
+    def _oldest_waiting(self) -> float | None:
+        group = self._group
+        for index in range(self._group_next, len(group)):
+            request = group[index]
+            if not (request.done or request.cancelled):
+                return request.enqueued_at
+        return self._queue[0].enqueued_at if self._queue else None
+
+    def _answer_stale_puts(self, cutoff: float) -> None:
+        busy = PutMessageStatus.OS_PAGE_CACHE_BUSY
+        group = self._group
+        answered = 0
+        for index in range(self._group_next, len(group)):
+            request = group[index]
+            if request.enqueued_at <= cutoff and not (request.done or request.cancelled):
+                answered += 1
+                request.complete(busy)  # done now: the writer will skip it
+        queue = self._queue
+        while queue and queue[0].enqueued_at <= cutoff:
+            request = queue.popleft()
+            if not (request.done or request.cancelled):
+                answered += 1
+                request.complete(busy)
+        if answered:
+            log.warning("stale_puts_answered_busy", puts=answered, queued=len(queue))
 
     # --- flush outcomes --------------------------------------------------------------------
 

@@ -119,8 +119,17 @@ def shutdown_files(store: DefaultMessageStore) -> None:
     )
     try:
         if clean:
-            StoreCheckpoint(queue.store_timestamp, queue.flushed_where).write(root)
-            TopicQueueTableSnapshot(queue.flushed_where, dict(store.topic_queue_table)).write(root)
+            try:
+                StoreCheckpoint(queue.store_timestamp, queue.flushed_where).write(root)
+                snapshot = TopicQueueTableSnapshot(
+                    queue.flushed_where, dict(store.topic_queue_table)
+                )
+                snapshot.write(root)
+            except OSError as exc:
+                # A full disk at shutdown: keep the abort file, so the next start recovers
+                # from the commit log itself instead of trusting metadata that was not written.
+                log.error("store_close_metadata_failed", error=str(exc))
+                clean = False
         if store.flush_offset_file is not None:
             store.flush_offset_file.sync()
         if clean:

@@ -3,13 +3,15 @@
 A processor turns one request into its response (or None: nothing to send). It may raise
 `HeaderFieldError` for bad input (answered with that code and remark) or any other exception
 (answered SYSTEM_ERROR with the exception text and logged with its traceback); it never sees the
-socket. `RequestContext` is what it may know about the connection.
+socket. `RequestContext` is what it may know about the connection. A processor may also be an
+`InlineProcessor`: the connection then offers it each request first, without starting a task.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from protocol.command import RemotingCommand
 
@@ -33,6 +35,25 @@ class RequestContext:
 
 
 class RequestProcessor(Protocol):
+    async def process(
+        self, request: RemotingCommand, ctx: RequestContext
+    ) -> RemotingCommand | None: ...
+
+
+#: how an inline processor answers: (the request, its response or None for no answer)
+Respond = Callable[[RemotingCommand, RemotingCommand | None], None]
+
+
+@runtime_checkable
+class InlineProcessor(Protocol):
+    """A processor that can take a request without a task of its own."""
+
+    def submit(self, request: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
+        """Start `request` and return True: `respond` is then called exactly once, later or
+        before this returns. Return False, having done nothing, when the request needs
+        `process` (an await). Raises only before handing the request on."""
+        ...
+
     async def process(
         self, request: RemotingCommand, ctx: RequestContext
     ) -> RemotingCommand | None: ...

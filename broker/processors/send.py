@@ -11,15 +11,18 @@ success or failure, carries MSG_REGION and TRACE_ON.
 
 from __future__ import annotations
 
+import functools
 import random
 import struct
 import time
 from typing import Final
 
+import structlog
 import trio
 
-from broker.processors import RequestContext
+from broker.processors import RequestContext, Respond
 from broker.processors.send_checks import (
+    Destination,
     check_allowed,
     check_broker_accepts,
     check_queue_id,
@@ -33,6 +36,7 @@ from broker.topic_config import (
     SCHEDULE_DELAY_LEVELS,
     SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
+    TopicConfig,
 )
 from protocol.batch import decode_batch_body
 from protocol.codes import ResponseCode
@@ -45,6 +49,7 @@ from store.message import (
     MULTI_TAGS_FLAG,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
+    PutMessageResult,
     get_transaction_value,
     reset_transaction_value,
 )
@@ -52,9 +57,11 @@ from store.message import MessageExtBrokerInner as Inner
 from store.status import PutMessageStatus
 
 MAX_PROPERTIES_LENGTH: Final = 32767
+log = structlog.get_logger()
 _MC = MessageConst
 
 
+@functools.lru_cache(maxsize=4096)  # producers reuse a handful of tags
 def java_string_hash(text: str) -> int:
     """Java's `String.hashCode` (over UTF-16 code units): the consume queue's tags code."""
     units = text.encode("utf-16-le")
@@ -73,21 +80,73 @@ def _illegal(remark: str) -> HeaderFieldError:
 
 
 class SendMessageProcessor:
-    """Stateless apart from its random source (used for queueId < 0)."""
+    """Stateless apart from its random source (used for queueId < 0).
+
+    Two ways in: `process` (a task awaits the store) and `submit` (no task: the store calls
+    back). Both run the same checks and build the same records and responses; `submit` declines
+    the requests that may create a topic (its table is persisted with an await).
+    """
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()
 
-    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+    def _ext(self, ctx: RequestContext) -> dict[str, str]:
         config = ctx.broker.config
-        ext = {
+        return {
             _MC.MSG_REGION: config.region_id,
             _MC.TRACE_SWITCH: "true" if config.trace_on else "false",
         }
+
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        ext = self._ext(ctx)
         try:
             return await self._send(request, ctx, ext)
         except HeaderFieldError as exc:
             return request.make_response(exc.response_code, str(exc), ext_fields=ext)
+
+    def submit(self, request: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
+        """The send path without a task: checks and records here, the response from the
+        store's callback. False (nothing done) for a topic that is not known yet or a
+        `%RETRY%` topic: those may create topics, which `process` persists."""
+        ext = self._ext(ctx)
+        started = trio.current_time()
+        try:
+            header = decode_send_header(request.code, request.ext_fields)
+            check_broker_accepts(header.topic, ctx.broker, int(time.time() * 1000))
+            check_topic_name(header.topic)
+            check_allowed(header.topic)
+            topic_config = ctx.broker.topics.find(header.topic)
+            if topic_config is None or header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                return False
+            queue_id, sys_flag = self._queue_and_flag(header, topic_config, ctx)
+            if header.batch:
+                records = self._batch_records(request, header, queue_id, sys_flag, ctx)
+            else:
+                destination = Destination(header.topic, queue_id, False, False)
+                records = [self._single_record(request, header, destination, sys_flag, ctx)]
+        except HeaderFieldError as exc:
+            respond(request, request.make_response(exc.response_code, str(exc), ext_fields=ext))
+            return True
+
+        def on_result(result: PutMessageResult) -> None:
+            try:
+                response = self._response(
+                    request,
+                    ctx,
+                    ext,
+                    topic=header.topic,
+                    queue_id=queue_id,
+                    records=records,
+                    result=result,
+                    started=started,
+                )
+            except Exception as exc:
+                log.exception("send_response_failed")
+                response = request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
+            respond(request, response)
+
+        ctx.broker.store.submit_messages(records, on_result)
+        return True
 
     async def _send(
         self, request: RemotingCommand, ctx: RequestContext, ext: dict[str, str]
@@ -100,7 +159,31 @@ class SendMessageProcessor:
         checked = find_or_create_topic(header, ctx.broker)
         if checked.created:
             await ctx.broker.topics.persist()
-        topic_config = checked.topic_config
+        queue_id, sys_flag = self._queue_and_flag(header, checked.topic_config, ctx)
+        if header.batch:
+            records = self._batch_records(request, header, queue_id, sys_flag, ctx)
+            result = await ctx.broker.store.put_messages(records)
+        else:
+            destination = retry_or_dlq(header, queue_id, request.version, ctx.broker)
+            if destination.created:
+                await ctx.broker.topics.persist()
+            record = self._single_record(request, header, destination, sys_flag, ctx)
+            result = await ctx.broker.store.put_message(record)
+            records = [record]
+        return self._response(
+            request,
+            ctx,
+            ext,
+            topic=header.topic,
+            queue_id=queue_id,
+            records=records,
+            result=result,
+            started=started,
+        )
+
+    def _queue_and_flag(
+        self, header: SendMessageRequestHeader, topic_config: TopicConfig, ctx: RequestContext
+    ) -> tuple[int, int]:
         check_queue_id(header.queue_id, topic_config, ctx)
         queue_id = header.queue_id
         if queue_id < 0:
@@ -110,26 +193,33 @@ class SendMessageProcessor:
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
-        if header.batch:
-            records = self._batch_records(request, header, queue_id, sys_flag, ctx)
-            result = await ctx.broker.store.put_messages(records)
-        else:
-            record = await self._single_record(request, header, queue_id, sys_flag, ctx)
-            result = await ctx.broker.store.put_message(record)
-            records = [record]
-        self._observe(ctx, header.topic, result.status, records, started)
+        return queue_id, sys_flag
+
+    def _response(
+        self,
+        request: RemotingCommand,
+        ctx: RequestContext,
+        ext: dict[str, str],
+        *,
+        topic: str,
+        queue_id: int,
+        records: list[Inner],
+        result: PutMessageResult,
+        started: float,
+    ) -> RemotingCommand:
+        self._observe(ctx, topic, result.status, records, started)
         append = result.append_result
+        store = ctx.broker.config.store
         if result.status in SEND_OK_STATUSES and append is not None:
             code, _ = put_result_response(
                 result.status,
-                max_message_size=ctx.broker.config.store.max_message_size,
-                store_dir=ctx.broker.config.store.store_path_root_dir,
+                max_message_size=store.max_message_size,
+                store_dir=store.store_path_root_dir,
             )
             ext.update(
                 msgId=append.msg_id, queueId=str(queue_id), queueOffset=str(append.logics_offset)
             )
             return request.make_response(code, None, ext_fields=ext)
-        store = ctx.broker.config.store
         code, remark = put_result_response(
             result.status,
             max_message_size=store.max_message_size,
@@ -138,18 +228,15 @@ class SendMessageProcessor:
         )
         return request.make_response(code, remark, ext_fields=ext)
 
-    async def _single_record(
+    def _single_record(
         self,
         request: RemotingCommand,
         header: SendMessageRequestHeader,
-        queue_id: int,
+        destination: Destination,
         sys_flag: int,
         ctx: RequestContext,
     ) -> Inner:
         broker = ctx.broker
-        destination = retry_or_dlq(header, queue_id, request.version, broker)
-        if destination.created:
-            await broker.topics.persist()
         if header.properties and "\x00" in header.properties:
             raise _illegal(NUL_REMARK)
         props = decode_properties(header.properties)

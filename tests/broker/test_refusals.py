@@ -31,6 +31,7 @@ def test_a_refusal_is_one_event_with_codes_and_remark() -> None:
         {
             "event": "request_refused",
             "log_level": "info",
+            "remote": "10.0.0.1:40001",
             "request": "SEND_MESSAGE_V2",
             "response": "MESSAGE_ILLEGAL",
             "remark": "the topic is illegal",

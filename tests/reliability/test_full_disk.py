@@ -21,6 +21,7 @@ import trio
 from broker.client import ConnectionClosedError, Message, SendError, SendStatus, open_producer
 from protocol.codes import ResponseCode
 from protocol.msgid import decode_offset_msg_id
+from store.dispatch import ConsumeQueueTable
 from tests.reliability.conftest import Daemon, read_records
 
 FS_SIZE = 6 << 20
@@ -125,4 +126,15 @@ def test_completely_full_file_system_refuses_stays_up_and_resumes(
     stored = {r.physical_offset: r.body for r in read_records(small_fs / "store")}
     lost = [o for o, body in acked.items() if stored.get(o) != body]
     assert lost == []
+    # the consume queues caught up once space was freed: each acknowledged message has its unit
+    table = ConsumeQueueTable(str(small_fs / "store"))
+    try:
+        units = {
+            unit.physical_offset
+            for queue in table.queues.values()
+            for unit in queue.read_units(queue.min_logic_offset, queue.max_logic_offset)
+        }
+    finally:
+        table.close()
+    assert sorted(set(acked) - units) == []
     print(f"full_disk acked={len(acked)} refused={len(refused)} error_events={kinds}")
