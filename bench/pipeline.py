@@ -2,7 +2,8 @@
 
 Writes one million 1 KiB messages straight into 1 GiB segments with the store's encoder (patching
 offsets as the writer does), publishes the durable offset in `flushoffset`, then scans the same
-data with: the store's `CommitLogReader` in this process, the columnar decoder in this process,
+data with: the store's `CommitLogReader` in this process (pure-Python path of `store.columns`),
+the source's task read in this process (the numpy path of `store.columns` plus Arrow assembly),
 and Spark `local[2]` (`format("noop")`, so only the read is timed), with and without body and CRC.
 Also times a source that re-yields one decoded batch (no decoding: Spark's own cost per row of
 this schema). Prints one line per figure; targets: local[2] >= 1.5x the store reader and >= 500k

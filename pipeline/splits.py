@@ -86,23 +86,12 @@ def read_split(split: Split, options: columnar.DecodeOptions) -> Iterator[pa.Rec
         data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         segment = columnar.Segment(data, split.base, split.path)
-        yield from _read_segment(segment, first - split.base, split.hi - split.base, options)
+        yield from columnar.read_range(segment, first - split.base, split.hi - split.base, options)
     finally:
-        # A decode error leaves numpy views of the mapping in its traceback; closing would then
-        # raise BufferError over the real error, so leave such a mapping to the garbage collector.
+        # An error raised while a numpy view of the mapping is alive would make closing raise
+        # BufferError over the real error, so leave such a mapping to the garbage collector.
         with contextlib.suppress(BufferError):
             data.close()
-
-
-def _read_segment(
-    segment: columnar.Segment, pos: int, stop: int, options: columnar.DecodeOptions
-) -> Iterator[pa.RecordBatch]:
-    while pos < stop:
-        chunk_stop = min(stop, pos + columnar.BYTES_PER_BATCH)
-        positions, pos, ended = columnar.walk(segment, pos, chunk_stop, columnar.ROWS_PER_BATCH)
-        yield from columnar.decode(segment, positions, options)
-        if ended:
-            return
 
 
 def _resync(split: Split) -> int | None:

@@ -2,7 +2,7 @@
 
 Owns micro-batch offsets: `{"offset": <physical offset>}`, always a record start and never past
 the store's durable offset (the flushoffset file), so a micro-batch never sees a half-written
-record. Admission control (`maxBytesPerTrigger`) hops record headers forward from the batch start;
+record. Admission control (`maxBytesPerTrigger`) walks record headers forward from the batch start;
 without a limit the end is the durable offset itself, at no cost. `partitions(start, end)` is a
 pure function of its arguments and the files, because Spark replays a logged batch in a fresh
 process after a restart.
@@ -24,8 +24,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pipeline import columnar, layout, options, splits
+from pipeline import columnar, options, splits
 from pipeline.source import checked_start, decode_options, snap_to_record
+from store.columns import walk
 
 log = structlog.get_logger()
 
@@ -92,7 +93,8 @@ def admit(bounds: splits.StoreBounds, start: int, end: int, max_bytes: int) -> i
     """The furthest record start in `(start, end]` whose records since `start` fit `max_bytes`.
 
     At least one record is admitted, so a record larger than the limit still makes progress.
-    BLANK end-of-file markers are skipped and do not count as bytes.
+    BLANK end-of-file markers are skipped and do not count as bytes. Records are found by the
+    store's header walk (`store.columns.walk`).
     """
     paths = dict(bounds.segments)
     admitted, pos = 0, start
@@ -105,14 +107,18 @@ def admit(bounds: splits.StoreBounds, start: int, end: int, max_bytes: int) -> i
                 mapped[base] = stack.enter_context(
                     mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
                 )
-            size, magic = layout.PREFIX.unpack_from(mapped[base], pos - base)
-            if magic == layout.BLANK_MAGIC_CODE:
+            # Only records starting before `pos + room` may still fit (or be the first one).
+            room = max(max_bytes - admitted, 1)
+            run = walk(mapped[base], pos - base, min(end, pos + room) - base, base=base)
+            for size in run.sizes:
+                if admitted and admitted + size > max_bytes:
+                    return pos
+                admitted += size
+                pos += size
+            if run.error is not None:
+                raise columnar.CorruptRecordError(paths[base], run.error.offset, run.error.reason)
+            if run.ended:
                 pos = base + bounds.segment_size
-                continue
-            if magic != layout.MESSAGE_MAGIC_CODE or size < layout.MIN_RECORD_SIZE:
-                raise columnar.CorruptRecordError(paths[base], pos, f"bad header magic={magic:#x}")
-            if admitted and admitted + size > max_bytes:
+            elif not run.sizes:
                 break
-            admitted += size
-            pos += size
     return min(pos, end)

@@ -124,6 +124,9 @@ def cal_msg_length(
     return 75 + born + store + max(body_length, 0) + topic_length + max(properties_length, 0)
 
 
+MIN_RECORD_SIZE: Final = cal_msg_length(0, 0, 0, 0)  # empty body, topic and properties
+
+
 def body_crc(body: bytes) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
@@ -270,17 +273,62 @@ class CommitLogRecord:
     body: bytes | None
 
 
-def _header(buf: Buffer, pos: int, limit: int) -> tuple[struct.Struct, tuple[Any, ...]]:
-    """The header struct and fields at `pos`, with magic and sizes checked against `limit`."""
-    if pos + HEADER_V4.size > limit:
-        raise RecordFormatError(pos, "header runs past the end")
+def record_step(buf: Buffer, pos: int, offset: int, limit: int) -> int:
+    """Size of the record at `pos` judged by TOTALSIZE and MAGICCODE alone (the header walk).
+
+    > 0: a MESSAGE whose size is plausible and that ends by `limit`; 0: a BLANK that ends the
+    segment (`buf` is the whole segment). Anything else, zeros included, raises RecordFormatError
+    naming `offset` (the physical offset of `pos`).
+    """
+    if pos < 0 or pos + 8 > len(buf):
+        raise RecordFormatError(offset, "no room for a header")
+    total, magic = SIZE_MAGIC.unpack_from(buf, pos)
+    if magic == MESSAGE_MAGIC_CODE:
+        if MIN_RECORD_SIZE <= total <= limit - pos:
+            return int(total)
+        raise RecordFormatError(offset, f"total size {total} out of bounds")
+    if magic == BLANK_MAGIC_CODE:
+        if total == len(buf) - pos:
+            return 0
+        raise RecordFormatError(offset, f"blank size {total} does not reach the end")
+    if magic == 0:
+        raise RecordFormatError(offset, "no magic code")
+    raise RecordFormatError(offset, f"bad magic code {magic & 0xFFFFFFFF:#010x}")
+
+
+def locate_record(
+    buf: Buffer, pos: int, offset: int, limit: int
+) -> tuple[struct.Struct, tuple[Any, ...], int, int, int]:
+    """Validate the MESSAGE record at `pos`: (header struct, header fields, topic position,
+    properties position, properties length). The one definition of a well-formed record.
+
+    Checks magic, TOTALSIZE against the bytes up to `limit` and against `cal_msg_length` of the
+    field lengths. Raises RecordFormatError naming `offset`; never checks the body CRC.
+    """
+    if pos < 0 or pos + HEADER_V4.size > limit:
+        raise RecordFormatError(offset, "header runs past the end")
     sys_flag = INT32.unpack_from(buf, pos + SYSFLAG_POS)[0]
     header = HEADER_STRUCTS[
         (bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))
     ]
     if pos + header.size > limit:
-        raise RecordFormatError(pos, "header runs past the end")
-    return header, header.unpack_from(buf, pos)
+        raise RecordFormatError(offset, "header runs past the end")
+    f = header.unpack_from(buf, pos)
+    total, magic = f[0], f[1]
+    if magic != MESSAGE_MAGIC_CODE:
+        raise RecordFormatError(offset, f"bad magic code {magic & 0xFFFFFFFF:#010x}")
+    if total < header.size + 3 or pos + total > limit:
+        raise RecordFormatError(offset, f"total size {total} out of bounds")
+    body_len = f[14]
+    topic_pos = pos + header.size + body_len
+    if body_len < 0 or topic_pos + 3 > pos + total:
+        raise RecordFormatError(offset, f"body length {body_len} out of bounds")
+    topic_len = buf[topic_pos]
+    props_pos = topic_pos + 1 + topic_len
+    props_len = int.from_bytes(buf[props_pos : props_pos + 2], "big")
+    if cal_msg_length(sys_flag, body_len, topic_len, props_len) != total:
+        raise RecordFormatError(offset, f"total size {total} does not match the field lengths")
+    return header, f, topic_pos, props_pos, props_len
 
 
 def decode_record(
@@ -294,40 +342,24 @@ def decode_record(
 ) -> CommitLogRecord:
     """Decode the MESSAGE record at `pos` of `buf` (a segment starting at `base_offset`).
 
-    Checks magic, TOTALSIZE against `cal_msg_length` and the bytes available up to `limit`.
-    A CRC mismatch is reported in `crc_ok`, not raised. Raises RecordFormatError otherwise.
+    Validation is `locate_record`'s. A CRC mismatch is reported in `crc_ok`, not raised.
     """
-    end = len(buf) if limit is None else limit
-    offset = base_offset + pos
-    header, f = _header(buf, pos, end)
-    total, magic = f[0], f[1]
-    if magic != MESSAGE_MAGIC_CODE:
-        raise RecordFormatError(offset, f"bad magic code {magic & 0xFFFFFFFF:#010x}")
-    if total < header.size + 3 or pos + total > end:
-        raise RecordFormatError(offset, f"total size {total} out of bounds")
-    body_len = f[14]
+    header, f, topic_pos, props_pos, props_len = locate_record(
+        buf, pos, base_offset + pos, len(buf) if limit is None else limit
+    )
     body_start = pos + header.size
-    topic_pos = body_start + body_len
-    if body_len < 0 or topic_pos + 3 > pos + total:
-        raise RecordFormatError(offset, f"body length {body_len} out of bounds")
-    topic_len = buf[topic_pos]
-    props_pos = topic_pos + 1 + topic_len
-    props_len = int.from_bytes(buf[props_pos : props_pos + 2], "big")
-    sys_flag = f[7]
-    if cal_msg_length(sys_flag, body_len, topic_len, props_len) != total:
-        raise RecordFormatError(offset, f"total size {total} does not match the field lengths")
     body = bytes(buf[body_start:topic_pos]) if include_body or verify_crc else None
     crc = f[2]
     crc_ok = (zlib.crc32(body or b"") & 0x7FFFFFFF) == crc if verify_crc else None
     born, store = f[9], f[11]
     return CommitLogRecord(
         physical_offset=f[6],
-        total_size=total,
+        total_size=f[0],
         topic=bytes(buf[topic_pos + 1 : props_pos]).decode(errors="replace"),
         queue_id=f[3],
         queue_offset=f[5],
         flag=f[4],
-        sys_flag=sys_flag,
+        sys_flag=f[7],
         born_timestamp=f[8],
         born_host=decode_host(born),
         store_timestamp=f[10],
@@ -359,15 +391,11 @@ def check_message_and_return_size(
 ) -> RecordCheck:
     """Validate the record at `pos` (RocketMQ `checkMessageAndReturnSize`, plus the rule that
     PHYSICALOFFSET equals the record's own offset `expected_offset`). Never raises."""
-    if pos + 8 > len(buf):
-        return RecordCheck(0, False, reason="no room for a header")
-    total, magic = SIZE_MAGIC.unpack_from(buf, pos)
-    if magic == BLANK_MAGIC_CODE:
-        if total == len(buf) - pos:
+    try:
+        if record_step(buf, pos, expected_offset, len(buf)) == 0:
             return RecordCheck(0, True)
-        return RecordCheck(-1, False, reason=f"blank size {total} does not reach the end")
-    if magic != MESSAGE_MAGIC_CODE:
-        return RecordCheck(-1, False, reason="no magic code" if magic == 0 else "bad magic code")
+    except RecordFormatError as exc:
+        return RecordCheck(-1, False, reason=exc.reason)
     try:
         rec = decode_record(
             buf, pos, base_offset=expected_offset - pos, include_body=False, verify_crc=check_crc

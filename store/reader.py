@@ -3,26 +3,27 @@
 Owns read-only access to the segments for tools and the Spark source. The durable end is the
 store's `flushoffset` file (advanced only after a successful fdatasync, always a record
 boundary); a directory without it (a copied store) ends at the last valid record. Knows no trio
-and never writes. Decoding is `store.format` on the read-only mappings.
+and never writes. Finding and decoding records is `store.columns` on the read-only mappings.
 """
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 from collections.abc import Iterator
 
 from store.checkpoint import read_flush_offset
+from store.columns import decode_columns, walk
 from store.format import (
-    BLANK_MAGIC_CODE,
-    SIZE_MAGIC,
     CommitLogRecord,
     RecordFormatError,
     check_message_and_return_size,
-    decode_record,
     find_record_boundary,
 )
 from store.mapped_file import is_segment_name
+
+_RUN = 256  # records decoded at a time: bounds memory, keeps the iterator lazy
 
 
 class CommitLogReader:
@@ -110,9 +111,10 @@ class CommitLogReader:
     ) -> Iterator[CommitLogRecord]:
         """Records starting at `start` (a record start) up to `end` or the durable offset.
 
-        Crosses segments at BLANK records. Raises RecordFormatError if a record below the durable
-        offset does not decode or does not carry its own offset (corruption, or `start` is not a
-        record start: use `next_boundary`).
+        Crosses segments at BLANK records. Finds records with `columns.walk` and decodes them with
+        `columns.decode_columns` (its pure-Python path). Yields every record before the first bad
+        one, then raises RecordFormatError for it (corruption below the durable offset, or `start`
+        is not a record start: use `next_boundary`).
         """
         durable = self.durable_offset()
         stop = durable if end is None else min(end, durable)
@@ -123,22 +125,26 @@ class CommitLogReader:
             mapping = self._segment(base)
             if mapping is None:
                 raise RecordFormatError(position, "segment missing")
-            relative = position - base
-            if SIZE_MAGIC.unpack_from(mapping, relative)[1] == BLANK_MAGIC_CODE:
-                position = base + size
-                continue
-            record = decode_record(
+            limit = min(size, durable - base)
+            run = walk(
+                mapping, position - base, stop - base, base=base, limit=limit, max_records=_RUN
+            )
+            yield from _records(
                 mapping,
-                relative,
-                base_offset=base,
+                run.positions,
+                base=base,
+                limit=limit,
                 include_body=include_body,
                 verify_crc=verify_crc,
-                limit=min(size, durable - base),
             )
-            if record.physical_offset != position:
-                raise RecordFormatError(position, f"physical offset field {record.physical_offset}")
-            yield record
-            position += record.total_size
+            if run.error is not None:
+                raise run.error
+            if run.ended:
+                position = base + size
+            elif run.positions:
+                position = base + run.next_position
+            else:  # the segment file ends before the segment size says it should
+                raise RecordFormatError(position, "segment shorter than the segment size")
 
     def next_boundary(self, offset: int) -> int | None:
         """First record start at or after `offset` and below the durable offset, or None.
@@ -159,3 +165,30 @@ class CommitLogReader:
                 return base + found
             position = base + size
         return None
+
+
+def _records(
+    mapping: mmap.mmap,
+    positions: list[int],
+    *,
+    base: int,
+    limit: int,
+    include_body: bool,
+    verify_crc: bool,
+) -> Iterator[CommitLogRecord]:
+    """The records at `positions`; those before a bad one are yielded before its error."""
+    decode = functools.partial(
+        decode_columns,
+        mapping,
+        base=base,
+        limit=limit,
+        include_body=include_body,
+        verify_crc=verify_crc,
+        vectorised=False,
+    )
+    try:
+        columns = decode(positions)
+    except RecordFormatError as exc:
+        yield from decode(positions[: positions.index(exc.offset - base)]).records()
+        raise
+    yield from columns.records()

@@ -134,3 +134,12 @@ def write_mixed_sync(root: str, count: int) -> list[Put]:
 
 def append_sync(root: str, msgs: Sequence[MessageExtBrokerInner]) -> list[Put]:
     return trio.run(append, root, msgs)
+
+
+def property_value(properties: str, name: str) -> str | None:
+    """The first value of `name` in a raw properties string (`k\\x01v\\x02...`), or None."""
+    for pair in properties.split("\x02"):
+        key, sep, value = pair.partition("\x01")
+        if sep and key == name:
+            return value
+    return None

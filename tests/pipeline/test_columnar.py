@@ -1,85 +1,46 @@
-"""The columnar decoder against the store's own decoder, on segments built with the store's
-encoder in memory (no Spark, no files)."""
+"""Arrow assembly of the source: batches from the store's columns against the store's own
+`decode_record`, on segments built with the store's encoder in memory (no Spark, no files)."""
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import columnar, layout
+from pipeline import columnar
 from pipeline.schema import ARROW_SCHEMA
 from store import format as record_format
 from store.message import (
     COMPRESSED_FLAG,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
-    MessageExtBrokerInner,
     encode_host,
     offset_msg_id,
 )
-from store.status import AppendMessageStatus
+from tests.store.test_columns import SEGMENT, build_segment, data_end, message
 
-SEGMENT = 8192
-
-
-def message(index: int, **changes: object) -> MessageExtBrokerInner:
-    msg = MessageExtBrokerInner(
-        topic=f"topic-{index % 3}",
-        queue_id=index % 4,
-        body=bytes([index % 251]) * (index * 7 % 300),
-        properties_string=f"TAGS\x01tag{index}\x02KEYS\x01k{index} x{index}\x02CLUSTER\x01c\x02",
-        flag=index,
-        born_timestamp=1_700_000_000_000 + index,
-        born_host=("10.0.0.7", 40000 + index),
-        store_host=("192.168.1.2", 10911),
-        reconsume_times=index % 2,
-    )
-    for name, value in changes.items():
-        setattr(msg, name, value)
-    return msg
+BODY_POS = record_format.HEADER_V4.size
 
 
-def build_segment(
-    msgs: Sequence[MessageExtBrokerInner], base: int = 0, size: int = SEGMENT
-) -> tuple[bytearray, list[int]]:
-    """Records appended the way the writer does (offsets patched), then a BLANK tail."""
-    data = bytearray(size)
-    starts: list[int] = []
-    pos = 0
-    for queue_offset, msg in enumerate(msgs):
-        encoded = record_format.encode_record(msg, 1_700_000_001_000 + queue_offset, 1 << 22)
-        assert not isinstance(encoded, AppendMessageStatus)
-        record = bytearray(encoded[0])
-        if pos + len(record) + record_format.END_FILE_MIN_BLANK_LENGTH > size:
-            break
-        record_format.QUEUE_AND_PHYSICAL_OFFSET.pack_into(
-            record, record_format.QUEUEOFFSET_POS, queue_offset, base + pos
-        )
-        data[pos : pos + len(record)] = record
-        starts.append(pos)
-        pos += len(record)
-    record_format.BLANK_RECORD_HEADER.pack_into(
-        data, pos, size - pos, record_format.BLANK_MAGIC_CODE
-    )
-    return data, starts
-
-
-def data_end(data: bytearray, starts: list[int]) -> int:
-    return starts[-1] + int(record_format.SIZE_MAGIC.unpack_from(data, starts[-1])[0])
+def read_all(
+    data: bytes | bytearray,
+    base: int = 0,
+    options: columnar.DecodeOptions | None = None,
+    path: str = "seg",
+) -> list[pa.RecordBatch]:
+    segment = columnar.Segment(bytes(data), base, path)
+    return list(columnar.read_range(segment, 0, len(data), options or columnar.DecodeOptions()))
 
 
 def decode_all(
     data: bytearray, base: int = 0, options: columnar.DecodeOptions | None = None
 ) -> list[dict[str, object]]:
-    segment = columnar.Segment(bytes(data), base, "seg")
-    positions, _, ended = columnar.walk(segment, 0, len(data), 1 << 20)
-    assert ended
     rows: list[dict[str, object]] = []
-    for batch in columnar.decode(segment, positions, options or columnar.DecodeOptions()):
+    for batch in read_all(data, base, options):
         assert batch.schema.equals(ARROW_SCHEMA)
         rows.extend(batch.to_pylist())
     return rows
@@ -121,13 +82,17 @@ def as_comparable(row: dict[str, object]) -> dict[str, object]:
     return out
 
 
-def test_every_field_equals_the_store_decoder() -> None:
-    msgs = [message(i) for i in range(1, 30)]
-    data, starts = build_segment(msgs, base=SEGMENT * 3)
-    rows = decode_all(data, base=SEGMENT * 3)
-    assert [row["physical_offset"] for row in rows] == [SEGMENT * 3 + p for p in starts]
+def check_rows(data: bytearray, starts: Sequence[int], base: int = 0) -> list[dict[str, object]]:
+    rows = decode_all(data, base=base)
+    assert [row["physical_offset"] for row in rows] == [base + p for p in starts]
     for row, pos in zip(rows, starts, strict=True):
-        assert as_comparable(row) == expected_row(data, pos, SEGMENT * 3)
+        assert as_comparable(row) == expected_row(data, pos, base)
+    return rows
+
+
+def test_every_field_equals_the_store_decoder() -> None:
+    data, starts = build_segment([message(i) for i in range(1, 30)], base=SEGMENT * 3)
+    for row in check_rows(data, starts, base=SEGMENT * 3):
         index = row["flag"]
         assert row["tags"] == f"tag{index}" and row["keys"] == f"k{index} x{index}"
 
@@ -143,10 +108,7 @@ def test_ipv6_compressed_and_transaction_records_in_one_segment() -> None:
         message(7, born_host=("::ffff:10.1.2.3", 7)),
     ]
     data, starts = build_segment(msgs)
-    rows = decode_all(data)
-    assert len(rows) == len(msgs)
-    for row, pos in zip(rows, starts, strict=True):
-        assert as_comparable(row) == expected_row(data, pos, 0)
+    rows = check_rows(data, starts)
     assert rows[1]["born_host"] == "[::1]:5000"
     assert rows[2]["store_host"] == "[fe80::1]:10911"
     assert rows[6]["born_host"] == "10.1.2.3:7"
@@ -155,20 +117,18 @@ def test_ipv6_compressed_and_transaction_records_in_one_segment() -> None:
 
 
 def test_msg_ids_equal_the_store_offset_msg_ids() -> None:
-    data, starts = build_segment(
-        [message(1), message(2, store_host=("::2", 9)), message(3)], base=SEGMENT
-    )
-    rows = decode_all(data, base=SEGMENT)
     hosts = [("192.168.1.2", 10911), ("::2", 9), ("192.168.1.2", 10911)]
-    for row, pos, host in zip(rows, starts, hosts, strict=True):
-        raw = encode_host(host)[0]
-        assert row["msg_id"] == offset_msg_id(raw, SEGMENT + pos)
+    for layout in (hosts, [hosts[0]] * 3):  # mixed layouts (pure path), IPv4 only (numpy path)
+        msgs = [message(i, store_host=host) for i, host in enumerate(layout, 1)]
+        data, starts = build_segment(msgs, base=SEGMENT)
+        rows = decode_all(data, base=SEGMENT)
+        for row, pos, host in zip(rows, starts, layout, strict=True):
+            assert row["msg_id"] == offset_msg_id(encode_host(host)[0], SEGMENT + pos)
 
 
 def test_flipped_body_byte_and_options() -> None:
     data, starts = build_segment([message(i) for i in range(10, 20)])
-    body_at = starts[4] + layout.BODY_POS
-    data[body_at] ^= 0xFF
+    data[starts[4] + BODY_POS] ^= 0xFF
     rows = decode_all(data)
     assert [row["crc_ok"] for row in rows].count(False) == 1
     assert rows[4]["crc_ok"] is False
@@ -184,38 +144,26 @@ def test_topic_filter_keeps_only_those_topics() -> None:
     rows = decode_all(data, options=columnar.DecodeOptions(topics=frozenset({"topic-1"})))
     assert rows and {row["topic"] for row in rows} == {"topic-1"}
     assert len(rows) == len([i for i in range(30) if i % 3 == 1])
+    assert decode_all(data, options=columnar.DecodeOptions(topics=frozenset({"none"}))) == []
 
 
-def test_blank_shorter_than_a_header_ends_the_walk() -> None:
-    data, starts = build_segment([message(1), message(2)], size=4096)
+def test_zeros_and_garbage_are_corruption_naming_the_file() -> None:
+    data, starts = build_segment([message(1), message(2)], base=SEGMENT)
     end = data_end(data, starts)
-    short = bytearray(data[: end + 40])
-    record_format.BLANK_RECORD_HEADER.pack_into(short, end, 40, record_format.BLANK_MAGIC_CODE)
-    segment = columnar.Segment(bytes(short), 0, "seg")
-    positions, pos, ended = columnar.walk(segment, 0, len(short), 100)
-    assert (positions, pos, ended) == (starts, end, True)
-
-
-def test_zeros_end_the_walk_and_garbage_is_corruption() -> None:
-    data, starts = build_segment([message(1), message(2)])
-    end = data_end(data, starts)
-    zeros = bytearray(data)
-    zeros[end : end + 8] = bytes(8)
-    segment = columnar.Segment(bytes(zeros), 0, "seg")
-    assert columnar.walk(segment, 0, SEGMENT, 100)[:2] == (starts, end)
-    zeros[end : end + 8] = b"\x00\x00\x00\x10garb"
+    broken = bytearray(data)
+    broken[end : end + 8] = b"\x00\x00\x00\x10garb"
     with pytest.raises(columnar.CorruptRecordError) as caught:
-        columnar.walk(columnar.Segment(bytes(zeros), 0, "seg"), 0, SEGMENT, 100)
-    assert caught.value.offset == end
+        read_all(broken, base=SEGMENT, path="/x/seg")
+    assert caught.value.offset == SEGMENT + end and caught.value.path == "/x/seg"
+    assert "/x/seg" in str(caught.value)
 
 
 def test_size_field_that_disagrees_with_lengths_is_corruption() -> None:
     data, starts = build_segment([message(1), message(2), message(3)])
     bad = bytearray(data)
-    record_format.INT32.pack_into(bad, starts[1] + layout.BODY_POS - 4, 5)  # body length
-    segment = columnar.Segment(bytes(bad), 0, "seg")
+    record_format.INT32.pack_into(bad, starts[1] + BODY_POS - 4, 5)  # body length
     with pytest.raises(columnar.CorruptRecordError) as caught:
-        list(columnar.decode(segment, starts, columnar.DecodeOptions()))
+        read_all(bad)
     assert caught.value.offset == starts[1]
 
 
@@ -237,9 +185,7 @@ def test_arbitrary_bodies_and_properties_round_trip(
         for i, (body, props, v6) in enumerate(items)
     ]
     data, starts = build_segment(msgs, size=1 << 16)
-    rows = decode_all(data)
+    rows = check_rows(data, starts)
     assert [row["body"] for row in rows] == [m.body for m in msgs]
     assert [row["properties"] for row in rows] == [m.properties_string for m in msgs]
     assert all(row["crc_ok"] for row in rows)
-    for row, pos in zip(rows, starts, strict=True):
-        assert as_comparable(row) == expected_row(data, pos, 0)

@@ -9,10 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
 from store.config import FlushDiskType, MessageStoreConfig
 from store.flush import thread_flusher
+from store.format import RecordFormatError
 from store.mapped_file import MappedFile
 from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader
@@ -127,3 +129,22 @@ async def test_reader_in_another_process_while_writing(config: MessageStoreConfi
             output = await child.stdout.receive_some()
     assert child.returncode == 0
     assert 0 < int(output.decode()) <= written
+
+
+async def test_records_before_a_corrupt_one_are_yielded_then_it_raises(
+    config: MessageStoreConfig,
+) -> None:
+    offsets = await _fill(config, 30)
+    victim = offsets[17]
+    base = victim - victim % SEGMENT
+    segment = os.path.join(config.store_path_commit_log, f"{base:020d}")
+    patch_file(segment, victim - base + 28, (12345).to_bytes(8, "big"))  # PHYSICALOFFSET
+    seen: list[int] = []
+    with CommitLogReader(config.store_path_root_dir) as reader:
+        with pytest.raises(RecordFormatError) as caught:
+            seen.extend(r.physical_offset for r in reader.iter_records(0))
+        assert seen == offsets[:17]
+        assert caught.value.offset == victim and "12345" in caught.value.reason
+        patch_file(segment, victim - base + 4, b"\x00\x00\x00\x00")  # MAGICCODE
+        with pytest.raises(RecordFormatError, match="no magic code"):
+            list(reader.iter_records(offsets[16]))
