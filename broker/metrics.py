@@ -38,43 +38,26 @@ from store.status import RunningFlags
 
 NAMESPACE: Final = "rmq_broker"
 
+# From 100 us to half a second: a page-cache hit up to a busy group commit.
+_SUBSECOND: Final = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+)
 # Put latency is the whole path from the decoded request to the store's answer, so under
 # SYNC_FLUSH it includes the group commit: the buckets reach the 5 s sync flush timeout.
-PUT_LATENCY_BUCKETS: Final = (
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-)
+PUT_LATENCY_BUCKETS: Final = (*_SUBSECOND, 1.0, 2.5, 5.0, 10.0)
 # One msync/fdatasync of a dirty range: sub-millisecond on a page-cache hit, seconds on a sick disk.
-FLUSH_LATENCY_BUCKETS: Final = (
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    5.0,
-)
+FLUSH_LATENCY_BUCKETS: Final = (*_SUBSECOND, 1.0, 5.0)
 
 # The store's RunningFlags bits (store.status), exported one labelled gauge each.
 RUNNING_FLAG_BITS: Final = {
