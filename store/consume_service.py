@@ -3,11 +3,14 @@
 Owns the consume-queue table, its repair at open, the dispatcher task and the reads a pull
 makes (`get_message`, queue bounds). The store calls `ConsumeService.recover` after its own
 recovery, starts `run` with its services, calls `wakeup` after every flush and `close` last.
-The record bytes come from the store's own mappings, never past the durable offset.
+The record bytes come from the store's own mappings. Under SYNC_FLUSH nothing past the durable
+offset is dispatched; under ASYNC_FLUSH dispatch follows the writer, as RocketMQ's does (a
+SIGKILL keeps written data in the page cache; only a power cut can take it back).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -31,12 +34,17 @@ class ConsumeService:
 
     @classmethod
     def recover(
-        cls, root: str, files: MappedFileQueue, units_per_file: int = DEFAULT_UNITS_PER_FILE
+        cls,
+        root: str,
+        files: MappedFileQueue,
+        units_per_file: int = DEFAULT_UNITS_PER_FILE,
+        readable_end: Callable[[], int] | None = None,
     ) -> ConsumeService:
-        """Load the queues, cut them to the recovered commit log, catch up to the durable end."""
+        """Load the queues, cut them to the recovered commit log, catch up to the readable end:
+        `readable_end()` when given (the store's choice by flush mode), else the durable offset."""
         table = ConsumeQueueTable(root, units_per_file)
         resume = table.repair(files.min_offset, files.max_offset)
-        reader = CommitLogReader(root)
+        reader = CommitLogReader(root, readable_end)
         reput = ReputMessageService(table, reader, resume)
         while reput.dispatch_once():
             pass

@@ -173,7 +173,9 @@ class DefaultMessageStore:
         self.flush_offset_file = FlushOffsetFile(self.config.store_path_root_dir)
         self._on_flushed()
         self.flush_offset_file.sync()
-        self.consume = ConsumeService.recover(self.config.store_path_root_dir, queue)
+        self.consume = ConsumeService.recover(
+            self.config.store_path_root_dir, queue, readable_end=self._consumable_end
+        )
         create_abort_file(self.config.store_path_root_dir)
 
     async def _start(self, nursery: trio.Nursery) -> None:
@@ -456,6 +458,14 @@ class DefaultMessageStore:
                 self.commit_real_time.wakeup()
             else:
                 self.flush_real_time.wakeup()
+                if self.consume is not None:
+                    self.consume.wakeup()  # ASYNC_FLUSH: consumers need not wait for the flush
+
+    def _consumable_end(self) -> int:
+        """How far the consume queues may follow the commit log: the durable offset under
+        SYNC_FLUSH, what readers of the files can see (written or committed) under ASYNC_FLUSH."""
+        queue = self.mapped_file_queue
+        return queue.flushed_where if self.sync_flush else queue.max_offset
 
     # --- outcomes of submitted puts ---------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from store.checkpoint import read_flush_offset
 from store.columns import decode_columns, walk
@@ -29,8 +29,11 @@ _RUN = 256  # records decoded at a time: bounds memory, keeps the iterator lazy
 class CommitLogReader:
     """Read-only view of `<store_dir>/commitlog`; `close()` releases the mappings."""
 
-    def __init__(self, store_dir: str) -> None:
+    def __init__(self, store_dir: str, readable_end: Callable[[], int] | None = None) -> None:
+        """`readable_end`, given by the store's own process, replaces the published durable
+        offset as the bound (the consume-queue dispatcher under ASYNC_FLUSH follows writes)."""
         self.store_dir = store_dir
+        self._readable_end = readable_end
         self.commitlog_dir = os.path.join(store_dir, "commitlog")
         self.segments: list[tuple[int, str]] = []
         self._maps: dict[int, mmap.mmap] = {}
@@ -69,6 +72,8 @@ class CommitLogReader:
 
     def durable_offset(self) -> int:
         """End of what may be read: the store's flushed offset, or the last valid record's end."""
+        if self._readable_end is not None:
+            return self._readable_end()
         flush_offset = read_flush_offset(self.store_dir)
         if flush_offset is not None:
             return flush_offset[0]

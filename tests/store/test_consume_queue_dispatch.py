@@ -7,13 +7,17 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import threading
 
+import pytest
+import trio
 import trio.lowlevel
 
 from store.config import FlushDiskType, MessageStoreConfig
 from store.dispatch import ConsumeQueueTable
 from store.format import decode_record
 from store.get_message import GetMessageStatus, TagFilter
+from store.mapped_file import MappedFile
 from store.message import TRANSACTION_PREPARED_TYPE
 from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader
@@ -134,3 +138,48 @@ async def test_queues_are_rebuilt_to_match_the_commit_log_after_a_crash(
         await trio.lowlevel.checkpoint()
     assert queue_units(crash) == units_from_commit_log(crash)
     assert len(units_from_commit_log(crash)[("T1", 1)]) == 13
+
+
+async def test_sync_flush_dispatches_nothing_past_the_durable_offset(
+    config: MessageStoreConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    real_sync = MappedFile.sync
+
+    def held_sync(self: MappedFile) -> None:
+        release.wait(10)  # the disk has not confirmed yet
+        real_sync(self)
+
+    monkeypatch.setattr(MappedFile, "sync", held_sync)
+    async with DefaultMessageStore.open(sync(config)) as store:
+        consume = store.consume
+        assert consume is not None
+        result = await store.put_message(make_msg(body=b"unflushed", wait_store_msg_ok=False))
+        assert result.status is PutMessageStatus.PUT_OK
+        await trio.sleep(0.3)  # several dispatch rounds while the flush is held
+        assert store.flushed_where < store.written_offset
+        assert consume.max_offset_in_queue("T1", 0) == 0
+        release.set()
+        await wait_until(lambda: consume.max_offset_in_queue("T1", 0) == 1)
+        assert store.flushed_where == store.written_offset
+
+
+async def test_async_flush_dispatches_written_messages_before_the_flush(
+    config: MessageStoreConfig,
+) -> None:
+    lazy = dataclasses.replace(
+        config,
+        flush_disk_type=FlushDiskType.ASYNC_FLUSH,
+        flush_interval_commit_log_ms=60_000,
+        flush_commit_log_thorough_interval_ms=60_000,
+    )
+    async with DefaultMessageStore.open(lazy) as store:
+        consume = store.consume
+        assert consume is not None
+        for i in range(3):
+            await store.put_message(make_msg(body=b"a%d" % i))
+        with trio.fail_after(1):  # far sooner than any flush
+            await wait_until(lambda: consume.max_offset_in_queue("T1", 0) == 3)
+        assert store.flushed_where < store.written_offset
+        got = consume.get_message("T1", 0, 0, 10)
+        assert [decode_record(m, 0).body for m in got.messages] == [b"a0", b"a1", b"a2"]
