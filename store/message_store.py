@@ -2,13 +2,13 @@
 half of `CommitLog`).
 
 Owns the lifecycle (lock, recovery, abort file, services, orderly shutdown), the checks before
-the writer in RocketMQ's order, the single writer task and its bounded channel, and the counters
-the broker exports. Every put outcome is a `PutMessageStatus`; nothing here raises for a put.
+the writer in RocketMQ's order (message checks in `put_checks`), the single writer task fed by
+a bounded `WriterQueue`, and the counters the broker exports. Every put outcome is a
+`PutMessageStatus`; nothing here raises for a put.
 """
 
 from __future__ import annotations
 
-import collections
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -32,24 +32,24 @@ from store.flush import (
     PutRequest,
     thread_flusher,
 )
-from store.format import MAX_TOPIC_BYTES, EncodedBatch, encode_batch, topic_field
+from store.format import EncodedBatch, encode_batch
 from store.mapped_file import create_segment_file
 from store.mapped_file_queue import MappedFileQueue
 from store.message import (
     AppendMessageResult,
     MessageExtBrokerInner,
     PutMessageResult,
-    get_transaction_value,
     offset_msg_id,
 )
 from store.parking import ParkingSpot
+from store.put_checks import check_batch, check_message
 from store.recovery import recover
 from store.status import AppendMessageStatus, PutMessageStatus, RunningFlags
 from store.store_tasks import StoreStats, checkpoint_loop, disk_check_loop, shutdown_files
+from store.writer_queue import WriterQueue
 
 log = structlog.get_logger()
 
-MAX_PROPERTIES_CHARS = 32767
 SHUTDOWN_TIMEOUT_S = 30.0
 SlowPutHook = Callable[[float, PutMessageResult], None]
 #: receives a submitted put's outcome, in the store's task; it must not block or raise
@@ -105,16 +105,7 @@ class DefaultMessageStore:
         )
         self.flush_offset_file: FlushOffsetFile | None = None
         self.consume: ConsumeService | None = None  # consume queues, set by recovery
-        self.writer_busy_since: float | None = None
-        # The writer's queue: a deque and one parked task instead of a memory channel, so a
-        # put costs an append and at most one reschedule. `_group[_group_next:]` are puts the
-        # writer has taken but not started to append; with the queue they are the puts that
-        # may still be answered busy (`_answer_stale_puts`).
-        self._queue: collections.deque[PutRequest] = collections.deque()
-        self._queue_closed = False
-        self._writer_spot = ParkingSpot()
-        self._group: list[PutRequest] = []
-        self._group_next = 0
+        self._queue = WriterQueue()
         self._writer_done = trio.Event()
         # Outcomes of submitted puts waiting for `_deliver_outcomes`, and that task when parked.
         self._outcomes: list[tuple[ResultCallback, PutRequest, PutMessageStatus, float]] = []
@@ -181,7 +172,9 @@ class DefaultMessageStore:
     async def _start(self, nursery: trio.Nursery) -> None:
         await nursery.start(self.allocator.run)
         nursery.start_soon(self._writer)
-        nursery.start_soon(self._sweep_stale_puts)
+        nursery.start_soon(
+            self._queue.sweep_stale, self.config.os_page_cache_busy_timeout_ms / 1000
+        )
         nursery.start_soon(self._deliver_outcomes)
         if self.sync_flush:
             await nursery.start(self.group_commit.run)
@@ -196,8 +189,7 @@ class DefaultMessageStore:
 
     async def _shutdown(self) -> None:
         self.shutdown = True
-        self._queue_closed = True
-        self._wake_writer()
+        self._queue.close()
         await self._writer_done.wait()
         if self.commit_real_time is not None:
             await self.commit_real_time.shutdown()
@@ -243,7 +235,7 @@ class DefaultMessageStore:
 
     def is_os_page_cache_busy(self) -> bool:
         """The writer has been inside one group longer than `os_page_cache_busy_timeout_ms`."""
-        since = self.writer_busy_since
+        since = self._queue.busy_since
         if since is None:
             return False
         return (trio.current_time() - since) * 1000 > self.config.os_page_cache_busy_timeout_ms
@@ -259,21 +251,10 @@ class DefaultMessageStore:
             return PutMessageStatus.OS_PAGE_CACHE_BUSY
         return None
 
-    @staticmethod
-    def _check_message(msg: MessageExtBrokerInner) -> PutMessageStatus | None:
-        if len(msg.topic) > MAX_TOPIC_BYTES or len(topic_field(msg.topic)) > MAX_TOPIC_BYTES + 1:
-            return PutMessageStatus.MESSAGE_ILLEGAL
-        if len(msg.properties_string) > MAX_PROPERTIES_CHARS:
-            return PutMessageStatus.MESSAGE_ILLEGAL
-        if "\x00" in msg.properties_string or "\x00" in msg.topic:
-            # recovery reads NUL in these fields as a zero-filled (torn) write
-            return PutMessageStatus.MESSAGE_ILLEGAL
-        return None
-
     async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         """Store one record; the status says whether (and how durably) it was stored."""
         started = trio.current_time()
-        problem = self._check_store_status() or self._check_message(msg)
+        problem = self._check_store_status() or check_message(msg)
         if problem is not None:
             return self._finish(PutMessageResult(problem), 0, started)
         encoded = encode_batch([msg], self.now_ms(), self.config.max_message_size)
@@ -283,7 +264,7 @@ class DefaultMessageStore:
         """Store a batch of one topic and queue as consecutive records with consecutive queue
         offsets, never spanning two segments. WAIT comes from the first message."""
         started = trio.current_time()
-        problem = self._check_store_status() or self._check_batch(msgs)
+        problem = self._check_store_status() or check_batch(msgs, self.config.max_message_size)
         if problem is not None:
             return self._finish(PutMessageResult(problem), 0, started)
         encoded = encode_batch(msgs, self.now_ms(), self.config.max_message_size)
@@ -295,9 +276,9 @@ class DefaultMessageStore:
         the put is refused at once. Must be called from the store's trio thread."""
         started = trio.current_time()
         if len(msgs) == 1:
-            problem = self._check_store_status() or self._check_message(msgs[0])
+            problem = self._check_store_status() or check_message(msgs[0])
         else:
-            problem = self._check_store_status() or self._check_batch(msgs)
+            problem = self._check_store_status() or check_batch(msgs, self.config.max_message_size)
         if problem is not None:
             on_result(self._finish(PutMessageResult(problem), 0, started))
             return
@@ -312,24 +293,6 @@ class DefaultMessageStore:
         request = self._submit(encoded, msgs[0].wait_store_msg_ok, started, delivered)
         if isinstance(request, PutMessageResult):
             on_result(request)
-
-    def _check_batch(self, msgs: list[MessageExtBrokerInner]) -> PutMessageStatus | None:
-        if not msgs:
-            return PutMessageStatus.MESSAGE_ILLEGAL
-        first = msgs[0]
-        for msg in msgs:
-            problem = self._check_message(msg)
-            if problem is not None:
-                return problem
-            if (
-                msg.topic != first.topic
-                or msg.queue_id != first.queue_id
-                or get_transaction_value(msg.sys_flag)
-            ):
-                return PutMessageStatus.MESSAGE_ILLEGAL
-        if sum(len(msg.body) for msg in msgs) > self.config.max_message_size:
-            return PutMessageStatus.MESSAGE_ILLEGAL
-        return None
 
     def _submit(
         self,
@@ -346,15 +309,14 @@ class DefaultMessageStore:
                 else PutMessageStatus.MESSAGE_ILLEGAL
             )
             return self._finish(PutMessageResult(problem), 0, started)
-        if self._queue_closed:
+        if self._queue.closed:
             return self._finish(
                 PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), 0, started
             )
         if len(self._queue) >= self.config.put_queue_capacity:
             return self._finish(PutMessageResult(PutMessageStatus.WRITER_QUEUE_FULL), 0, started)
         request = PutRequest(encoded, self.sync_flush and wait, callback, started)
-        self._queue.append(request)
-        self._wake_writer()
+        self._queue.put(request)
         return request
 
     async def _submit_and_wait(
@@ -401,31 +363,17 @@ class DefaultMessageStore:
 
     # --- the writer ------------------------------------------------------------------------
 
-    def _wake_writer(self) -> None:
-        self._writer_spot.wake()
-
     async def _writer(self) -> None:
-        """The single writer: drain everything queued, append it as one group, answer or hand on."""
+        """The single writer: take everything queued, append it as one group, answer or hand on."""
         queue = self._queue
         max_group = self.config.max_group_size
         try:
-            while True:
-                if not queue:
-                    if self._queue_closed:
-                        return
-                    await self._writer_spot.park()
-                    continue
-                count = min(len(queue), max_group)
-                self._group = [queue.popleft() for _ in range(count)]
-                self._group_next = 0
-                self.writer_busy_since = trio.current_time()
+            while (group := await queue.take(max_group)) is not None:
                 try:
-                    await self._append_group(self._group)
+                    await self._append_group(group)
                 finally:
-                    self.writer_busy_since = None
-                    self._group = []
-                    self._group_next = 0
-                if queue:
+                    queue.group_done()
+                if len(queue):
                     # Let the producers and the flush service run between groups.
                     await trio.lowlevel.cancel_shielded_checkpoint()
         finally:
@@ -436,7 +384,7 @@ class DefaultMessageStore:
         timeout_s = self.config.sync_flush_timeout_ms / 1000
         appended_any = False
         for index, request in enumerate(group):
-            self._group_next = index + 1
+            self._queue.next = index + 1
             if request.cancelled or request.done:
                 continue  # the caller gave up, or it was answered busy: never append it
             result = await self.commit_log.put(request.batch, now_ms)
@@ -487,47 +435,6 @@ class DefaultMessageStore:
                     on_result(self._result(request, put_status, started))
                 except Exception:
                     log.exception("put_callback_failed", status=put_status.name)
-
-    # --- puts stuck behind the writer (RocketMQ's PCBUSY_CLEAN_QUEUE) ------------------------
-
-    async def _sweep_stale_puts(self) -> None:
-        """Answer OS_PAGE_CACHE_BUSY to every put that has waited `os_page_cache_busy_timeout_ms`
-        without being appended. One task for the store, sleeping until the oldest waiting put
-        is due: no timer per put."""
-        timeout_s = self.config.os_page_cache_busy_timeout_ms / 1000
-        while True:
-            oldest = self._oldest_waiting()
-            if oldest is None:
-                await trio.sleep(timeout_s)
-                continue
-            await trio.sleep_until(oldest + timeout_s)
-            self._answer_stale_puts(trio.current_time() - timeout_s)
-
-    def _oldest_waiting(self) -> float | None:
-        group = self._group
-        for index in range(self._group_next, len(group)):
-            request = group[index]
-            if not (request.done or request.cancelled):
-                return request.enqueued_at
-        return self._queue[0].enqueued_at if self._queue else None
-
-    def _answer_stale_puts(self, cutoff: float) -> None:
-        busy = PutMessageStatus.OS_PAGE_CACHE_BUSY
-        group = self._group
-        answered = 0
-        for index in range(self._group_next, len(group)):
-            request = group[index]
-            if request.enqueued_at <= cutoff and not (request.done or request.cancelled):
-                answered += 1
-                request.complete(busy)  # done now: the writer will skip it
-        queue = self._queue
-        while queue and queue[0].enqueued_at <= cutoff:
-            request = queue.popleft()
-            if not (request.done or request.cancelled):
-                answered += 1
-                request.complete(busy)
-        if answered:
-            log.warning("stale_puts_answered_busy", puts=answered, queued=len(queue))
 
     # --- flush outcomes --------------------------------------------------------------------
 

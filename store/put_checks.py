@@ -1,0 +1,47 @@
+"""The message checks a put passes before it is encoded: RocketMQ's size limits, plus NUL.
+
+Each returns the refusal as a `PutMessageStatus`, or None when the message may be stored.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from store.format import MAX_TOPIC_BYTES, topic_field
+from store.message import MessageExtBrokerInner, get_transaction_value
+from store.status import PutMessageStatus
+
+MAX_PROPERTIES_CHARS: Final = 32767
+
+
+def check_message(msg: MessageExtBrokerInner) -> PutMessageStatus | None:
+    if len(msg.topic) > MAX_TOPIC_BYTES or len(topic_field(msg.topic)) > MAX_TOPIC_BYTES + 1:
+        return PutMessageStatus.MESSAGE_ILLEGAL
+    if len(msg.properties_string) > MAX_PROPERTIES_CHARS:
+        return PutMessageStatus.MESSAGE_ILLEGAL
+    if "\x00" in msg.properties_string or "\x00" in msg.topic:
+        # recovery reads NUL in these fields as a zero-filled (torn) write
+        return PutMessageStatus.MESSAGE_ILLEGAL
+    return None
+
+
+def check_batch(
+    msgs: list[MessageExtBrokerInner], max_message_size: int
+) -> PutMessageStatus | None:
+    """A batch: each message's checks, one topic and queue, no transaction, bodies in bounds."""
+    if not msgs:
+        return PutMessageStatus.MESSAGE_ILLEGAL
+    first = msgs[0]
+    for msg in msgs:
+        problem = check_message(msg)
+        if problem is not None:
+            return problem
+        if (
+            msg.topic != first.topic
+            or msg.queue_id != first.queue_id
+            or get_transaction_value(msg.sys_flag)
+        ):
+            return PutMessageStatus.MESSAGE_ILLEGAL
+    if sum(len(msg.body) for msg in msgs) > max_message_size:
+        return PutMessageStatus.MESSAGE_ILLEGAL
+    return None
