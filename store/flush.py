@@ -131,6 +131,38 @@ FlushedHook = Callable[[], None]
 FailedHook = Callable[[OSError], None]
 
 
+class _Schedule:
+    """RocketMQ's round schedule for the async flush and the commit: a round every interval
+    (sooner when woken, unless `timed`), needing `least_pages` dirty pages, except a thorough
+    round (any dirty data) once per thorough interval."""
+
+    def __init__(self, interval_ms: int, thorough_ms: int, least_pages: int, timed: bool) -> None:
+        self.interval = interval_ms / 1000
+        self.thorough = thorough_ms / 1000
+        self.least_pages = least_pages
+        self.timed = timed
+        self._last_thorough: float | None = None  # the first round starts the clock
+        self._wake = trio.Event()
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    async def next_round(self) -> int:
+        """Wait for the next round; the least pages it needs."""
+        if self._last_thorough is None:
+            self._last_thorough = trio.current_time()
+        if self.timed:
+            await trio.sleep(self.interval)
+        else:
+            with trio.move_on_after(self.interval):
+                await self._wake.wait()
+            self._wake = trio.Event()
+        if trio.current_time() - self._last_thorough >= self.thorough:
+            self._last_thorough = trio.current_time()
+            return 0
+        return self.least_pages
+
+
 class _FlushServiceBase:
     def __init__(
         self,
@@ -249,25 +281,20 @@ class FlushRealTimeService(_FlushServiceBase):
     ) -> None:
         super().__init__(queue, flusher, on_flushed, on_failed)
         self.config = config
+        self._schedule = _Schedule(
+            config.flush_interval_commit_log_ms,
+            config.flush_commit_log_thorough_interval_ms,
+            config.flush_commit_log_least_pages,
+            config.flush_commit_log_timed,
+        )
+
+    def wakeup(self) -> None:
+        self._schedule.wakeup()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        config = self.config
-        interval = config.flush_interval_commit_log_ms / 1000
-        thorough = config.flush_commit_log_thorough_interval_ms / 1000
-        last_thorough = trio.current_time()
         task_status.started()
         while True:
-            if config.flush_commit_log_timed:
-                await trio.sleep(interval)
-            else:
-                with trio.move_on_after(interval):
-                    await self._wake.wait()
-                self._wake = trio.Event()
-            least_pages = config.flush_commit_log_least_pages
-            if trio.current_time() - last_thorough >= thorough:
-                least_pages = 0
-                last_thorough = trio.current_time()
-            await self.flush_round(least_pages)
+            await self.flush_round(await self._schedule.next_round())
 
     async def flush_round(self, least_pages: int) -> None:
         """Flush segment after segment (RocketMQ does one per round; with small segments the
@@ -301,26 +328,20 @@ class CommitRealTimeService:
         self.flush_service = flush_service
         self.return_buffer = return_buffer
         self.commit_count = 0
-        self._wake = trio.Event()
+        self._schedule = _Schedule(
+            config.commit_interval_commit_log_ms,
+            config.commit_commit_log_thorough_interval_ms,
+            config.commit_commit_log_least_pages,
+            timed=False,
+        )
 
     def wakeup(self) -> None:
-        self._wake.set()
+        self._schedule.wakeup()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        config = self.config
-        interval = config.commit_interval_commit_log_ms / 1000
-        thorough = config.commit_commit_log_thorough_interval_ms / 1000
-        last_thorough = trio.current_time()
         task_status.started()
         while True:
-            with trio.move_on_after(interval):
-                await self._wake.wait()
-            self._wake = trio.Event()
-            least_pages = config.commit_commit_log_least_pages
-            if trio.current_time() - last_thorough >= thorough:
-                least_pages = 0
-                last_thorough = trio.current_time()
-            if await self.commit(least_pages):
+            if await self.commit(await self._schedule.next_round()):
                 self.flush_service.wakeup()
 
     async def commit(self, least_pages: int) -> bool:
