@@ -22,6 +22,7 @@ from store.allocate import AllocateMappedFileService, CreateFile, TransientStore
 from store.checkpoint import FlushOffsetFile, acquire_lock, create_abort_file, release_lock
 from store.commit_log import Appended, CommitLog
 from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
+from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.consume_service import ConsumeService
 from store.flush import (
     CommitRealTimeService,
@@ -165,7 +166,10 @@ class DefaultMessageStore:
         self._on_flushed()
         self.flush_offset_file.sync()
         self.consume = ConsumeService.recover(
-            self.config.store_path_root_dir, queue, readable_end=self._consumable_end
+            self.config.store_path_root_dir,
+            queue,
+            units_per_file=self.config.mapped_file_size_consume_queue // CQ_STORE_UNIT_SIZE,
+            readable_end=self._consumable_end,
         )
         create_abort_file(self.config.store_path_root_dir)
 

@@ -29,6 +29,8 @@ def test_defaults_are_rocketmq_4_9() -> None:
     [
         ("mapped_file_size_commit_log", 1000),
         ("mapped_file_size_commit_log", 1 << 31),
+        ("mapped_file_size_consume_queue", 30),
+        ("mapped_file_size_consume_queue", 0),
         ("sync_flush_timeout_ms", 0),
         ("put_queue_capacity", 0),
         ("max_group_size", -1),

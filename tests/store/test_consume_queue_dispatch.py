@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import pathlib
 import shutil
 import threading
 
@@ -183,3 +184,22 @@ async def test_async_flush_dispatches_written_messages_before_the_flush(
         assert store.flushed_where < store.written_offset
         got = consume.get_message("T1", 0, 0, 10)
         assert [decode_record(m, 0).body for m in got.messages] == [b"a0", b"a1", b"a2"]
+
+
+async def test_consume_queue_files_follow_the_configured_size(config: MessageStoreConfig) -> None:
+    small = dataclasses.replace(sync(config), mapped_file_size_consume_queue=4 * 20)
+    async with DefaultMessageStore.open(small) as store:
+        for i in range(10):
+            await store.put_message(make_msg(body=b"%d" % i))
+        consume = store.consume
+        assert consume is not None
+        await wait_until(lambda: consume.max_offset_in_queue("T1", 0) == 10)
+        got = consume.get_message("T1", 0, 3, 10)  # from the middle of the first file
+        # across file boundaries (units 3 | 4-7 | 8-9)
+        assert [decode_record(m, 0).body for m in got.messages] == [b"%d" % i for i in range(3, 10)]
+    queue_dir = pathlib.Path(small.store_path_root_dir, "consumequeue", "T1", "0")
+    assert queue_files(queue_dir) == [(f"{base:020d}", 80) for base in (0, 80, 160)]
+
+
+def queue_files(queue_dir: pathlib.Path) -> list[tuple[str, int]]:
+    return [(f.name, f.stat().st_size) for f in sorted(queue_dir.iterdir())]
