@@ -3,8 +3,9 @@
 Owns the lookup a pull makes: consume-queue units from a logical offset, the tag filter (tags
 code first, then the exact TAGS of the record, as RocketMQ's ExpressionMessageFilter does for
 TAG subscriptions) and the stored record bytes, returned exactly as stored so clients decode them.
-Units only exist up to the durable offset (the dispatcher never goes further), so nothing served
-here can be taken back by a crash. Mirrors DefaultMessageStore.getMessage (4.9).
+Units only exist as far as the dispatcher went: the durable offset under SYNC_FLUSH, so nothing
+served here can be taken back by a crash; the written offset under ASYNC_FLUSH, as RocketMQ.
+Mirrors DefaultMessageStore.getMessage (4.9).
 """
 
 from __future__ import annotations
