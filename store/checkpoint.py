@@ -12,6 +12,7 @@ import fcntl
 import mmap
 import os
 import struct
+import sys
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -121,20 +122,37 @@ class FlushOffsetFile:
             self.mm = mmap.mmap(fd, FLUSH_OFFSET_FILE_SIZE, access=access)
         finally:
             os.close(fd)
+        # Each value is stored and loaded as one aligned 8-byte word, never byte by byte
+        # (struct's big-endian packers are): a reader in another process must not see half of
+        # an update, or it would take the middle of a record for the durable end.
+        self._words = memoryview(self.mm).cast("Q")
 
     def update(self, flushed_offset: int, committed_offset: int, segment_size: int) -> None:
-        FLUSH_OFFSET_LAYOUT.pack_into(self.mm, 0, flushed_offset, committed_offset, segment_size)
+        words = self._words
+        words[2] = _to_word(segment_size)
+        words[1] = _to_word(committed_offset)
+        words[0] = _to_word(flushed_offset)  # last: it vouches for the bytes below it
 
     def read(self) -> tuple[int, int, int]:
         """(flushed offset, committed offset, segment size)."""
-        flushed, committed, size = FLUSH_OFFSET_LAYOUT.unpack_from(self.mm, 0)
-        return flushed, committed, size
+        words = self._words
+        return _from_word(words[0]), _from_word(words[1]), _from_word(words[2])
 
     def sync(self) -> None:
         self.mm.flush()
 
     def close(self) -> None:
+        self._words.release()
         self.mm.close()
+
+
+def _to_word(value: int) -> int:
+    """`value` as the native word whose bytes are its big-endian int64 (the file's layout)."""
+    return int.from_bytes(value.to_bytes(8, "big", signed=True), sys.byteorder)
+
+
+def _from_word(word: int) -> int:
+    return int.from_bytes(word.to_bytes(8, sys.byteorder), "big", signed=True)
 
 
 def read_flush_offset(root: str) -> tuple[int, int, int] | None:
