@@ -41,15 +41,6 @@ class CqUnit:
     tags_code: int
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode as a signed int32 (UTF-16 code units), the RocketMQ tags code."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def _file_name(byte_offset: int) -> str:
     return f"{byte_offset:020d}"
 

@@ -17,6 +17,7 @@ import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
+from store.format import EncodedBatch
 from store.get_message import GetMessageResult, TagFilter, get_message
 from store.reader import CommitLogReader
 
@@ -56,6 +57,9 @@ class ConsumeService:
 
     def wakeup(self) -> None:
         self.reput.wakeup()
+
+    def note_appended(self, batch: EncodedBatch, wrote_offset: int, logics_offset: int) -> None:
+        self.reput.note_appended(batch, wrote_offset, logics_offset)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self.reput.run(task_status=task_status)

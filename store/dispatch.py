@@ -11,6 +11,7 @@ Mirrors ReputMessageService and DefaultMessageStore.recoverTopicQueueTable (4.9)
 
 from __future__ import annotations
 
+import collections
 import os
 from collections.abc import Callable, Iterable
 from typing import Final
@@ -18,35 +19,19 @@ from typing import Final
 import structlog
 import trio
 
-from store.consume_queue import DEFAULT_UNITS_PER_FILE, ConsumeQueue, java_string_hash
-from store.format import CommitLogRecord
-from store.message import enters_consume_queue
+from store.consume_queue import DEFAULT_UNITS_PER_FILE, ConsumeQueue
+from store.format import CommitLogRecord, EncodedBatch
+from store.message import enters_consume_queue, tags_code_of
 from store.reader import CommitLogReader
 
 log = structlog.get_logger()
 
 DISPATCHED_FILE: Final = "dispatched"  # consumequeue/dispatched: int64 text, after an fdatasync
-PROPERTY_SEPARATOR: Final = "\x02"
-NAME_VALUE_SEPARATOR: Final = "\x01"
 SAVE_INTERVAL_S: Final = 1.0  # queues fdatasync'ed and the dispatch offset saved this often
 RETRY_INTERVAL_S: Final = 0.5  # wait after a failed consume-queue write (a full disk)
 DISPATCH_BATCH: Final = 4096  # records per pass, so other tasks run between passes
 
 Listener = Callable[[str, int, int], None]  # topic, queue id, new max logical offset
-
-
-def tags_of(properties: str) -> str | None:
-    """The TAGS property of a stored properties string, without decoding the rest."""
-    for pair in properties.split(PROPERTY_SEPARATOR):
-        name, sep, value = pair.partition(NAME_VALUE_SEPARATOR)
-        if sep and name == "TAGS":
-            return value
-    return None
-
-
-def tags_code_of(properties: str) -> int:
-    tags = tags_of(properties)
-    return java_string_hash(tags) if tags else 0
 
 
 class ConsumeQueueTable:
@@ -144,7 +129,14 @@ class ConsumeQueueTable:
 
 
 class ReputMessageService:
-    """Follows the durable offset and dispatches new records; `wakeup()` after every flush."""
+    """Follows the readable end of the commit log (`reader.durable_offset()`) into the consume
+    queues; `wakeup()` when it moves.
+
+    Records written before this process's first append are read back from the commit log (the
+    catch-up at open). Every later one is handed over by the writer (`note_appended`) with what
+    its unit needs, and waits in `_pending` until the readable end passes it: the same units,
+    without decoding records the writer has just encoded.
+    """
 
     def __init__(self, table: ConsumeQueueTable, reader: CommitLogReader, reput_from: int) -> None:
         self.table = table
@@ -153,20 +145,80 @@ class ReputMessageService:
         self.listeners: list[Listener] = []
         self._wakeup = trio.Event()
         self._dispatched_since_save = False
+        #: (physical offset, size, topic, queue id, queue offset, tags code, enters the queue)
+        self._pending: collections.deque[tuple[int, int, str, int, int, int, bool]] = (
+            collections.deque()
+        )
+        #: where the first noted append began: below it, records come from the commit log
+        self._noted_from: int | None = None
 
     def wakeup(self) -> None:
         self._wakeup.set()
 
+    def note_appended(self, batch: EncodedBatch, wrote_offset: int, logics_offset: int) -> None:
+        """The writer stored `batch` at `wrote_offset`, its first queue offset `logics_offset`."""
+        if self._noted_from is None:
+            self._noted_from = wrote_offset
+        records = batch.records
+        last = len(records) - 1
+        enters = batch.enters_consume_queue
+        for index, (start, _) in enumerate(records):
+            end = records[index + 1][0] if index < last else len(batch.data)
+            self._pending.append(
+                (
+                    wrote_offset + start,
+                    end - start,
+                    batch.topic,
+                    batch.queue_id,
+                    logics_offset + index,
+                    batch.tags_codes[index],
+                    enters,
+                )
+            )
+
     def dispatch_once(self) -> bool:
-        """One pass up to the durable offset; True if it advanced. Synchronous and bounded."""
+        """One bounded pass up to the readable end; True if it advanced."""
+        noted = self._noted_from
+        if noted is not None and self.reput_from_offset >= noted:
+            return self._dispatch_pending()
+        return self._dispatch_from_log(noted)
+
+    def _dispatch_pending(self) -> bool:
+        limit = self.reader.durable_offset()
+        pending = self._pending
+        find = self.table.find
+        changed: dict[tuple[str, int], int] = {}
+        count = 0
+        try:
+            while pending and count < DISPATCH_BATCH:
+                physical, size, topic, queue_id, queue_offset, code, enters = pending[0]
+                if physical + size > limit:
+                    break
+                if enters:
+                    queue = find(topic, queue_id)
+                    if queue.append(queue_offset, physical, size, code):
+                        changed[topic, queue_id] = queue.max_logic_offset
+                pending.popleft()  # only once its unit is written: a failed write is retried
+                self.reput_from_offset = physical + size
+                count += 1
+        finally:
+            if count:
+                self._dispatched_since_save = True
+            for (topic, queue_id), max_offset in changed.items():
+                self._notify(topic, queue_id, max_offset)
+        return count > 0
+
+    def _dispatch_from_log(self, stop: int | None) -> bool:
         records = self.reader.iter_records(
-            self.reput_from_offset, include_body=False, verify_crc=False
+            self.reput_from_offset, end=stop, include_body=False, verify_crc=False
         )
         batch = (rec for _, rec in zip(range(DISPATCH_BATCH), records, strict=False))
         end = self.table.dispatch(batch, self._notify)
         if end <= self.reput_from_offset:
             # no record, but a segment-end blank may still move us into the next file
             durable = self.reader.durable_offset()
+            if stop is not None:
+                durable = min(durable, stop)
             if durable > self.reput_from_offset and end == -1:
                 self.reput_from_offset = self._skip_blank(durable)
             return False

@@ -37,6 +37,7 @@ from store.message import (
     decode_host,
     encode_host,
     enters_consume_queue,
+    message_tags_code,
 )
 from store.status import AppendMessageStatus
 
@@ -137,6 +138,8 @@ class EncodedBatch:
 
     `records` holds each record's (start, STORETIMESTAMP position) relative to `data`; the writer
     patches QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP after copying `data` into a segment.
+    `topic`, `queue_id` and `tags_codes` (one per record) are what the consume queue needs, so
+    the dispatcher does not decode the records the writer has just encoded.
     """
 
     data: bytes
@@ -144,6 +147,9 @@ class EncodedBatch:
     topic_queue_key: str
     enters_consume_queue: bool
     store_host_bytes: bytes
+    topic: str
+    queue_id: int
+    tags_codes: tuple[int, ...]
 
     @property
     def total_size(self) -> int:
@@ -220,6 +226,9 @@ def encode_batch(
             f"{first.topic}-{first.queue_id}",
             enters_consume_queue(first.sys_flag),
             encode_host(first.store_host)[0],
+            first.topic,
+            first.queue_id,
+            (message_tags_code(first),),
         )
     parts: list[bytes] = []
     records: list[tuple[int, int]] = []
@@ -238,6 +247,9 @@ def encode_batch(
         topic_queue_key=f"{first.topic}-{first.queue_id}",
         enters_consume_queue=enters_consume_queue(first.sys_flag),
         store_host_bytes=encode_host(first.store_host)[0],
+        topic=first.topic,
+        queue_id=first.queue_id,
+        tags_codes=tuple(message_tags_code(msg) for msg in msgs),
     )
 
 

@@ -15,9 +15,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Final
 
-from store.consume_queue import ConsumeQueue, java_string_hash
-from store.dispatch import ConsumeQueueTable, tags_of
+from store.consume_queue import ConsumeQueue
+from store.dispatch import ConsumeQueueTable
 from store.format import RecordFormatError, decode_record
+from store.message import java_string_hash, tags_of
 
 MAX_TRANSFER_BYTES: Final = 256 * 1024  # maxTransferBytesOnMessageInMemory
 MAX_SCAN_UNITS: Final = 800  # units looked at per pull when the filter skips many

@@ -118,3 +118,35 @@ class PutMessageResult:
     @property
     def is_ok(self) -> bool:
         return self.status is PutMessageStatus.PUT_OK
+
+
+@lru_cache(maxsize=4096)  # producers reuse a handful of tags
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode as a signed int32 (over UTF-16 code units): the tags code a
+    consume-queue unit carries."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def tags_of(properties: str) -> str | None:
+    """The TAGS property of a stored properties string, without decoding the rest."""
+    for pair in properties.split("\x02"):
+        name, sep, value = pair.partition("\x01")
+        if sep and name == "TAGS":
+            return value
+    return None
+
+
+def tags_code_of(properties: str) -> int:
+    tags = tags_of(properties)
+    return java_string_hash(tags) if tags else 0
+
+
+def message_tags_code(msg: MessageExtBrokerInner) -> int:
+    """The broker sets `tags_code` from TAGS; a message built without it gets it from there."""
+    if msg.tags_code or "TAGS\x01" not in msg.properties_string:
+        return msg.tags_code
+    return tags_code_of(msg.properties_string)

@@ -387,6 +387,7 @@ class DefaultMessageStore:
         now_ms = self.now_ms()
         timeout_s = self.config.sync_flush_timeout_ms / 1000
         appended_any = False
+        consume = self.consume
         for index, request in enumerate(group):
             self._queue.next = index + 1
             if request.cancelled or request.done:
@@ -397,6 +398,8 @@ class DefaultMessageStore:
                 continue
             appended_any = True
             request.appended = result
+            if consume is not None:
+                consume.note_appended(request.batch, result.wrote_offset, result.logics_offset)
             if request.wait_flush:
                 request.end_offset = result.wrote_offset + len(request.batch.data)
                 request.deadline = trio.current_time() + timeout_s

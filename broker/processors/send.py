@@ -11,9 +11,7 @@ success or failure, carries MSG_REGION and TRACE_ON.
 
 from __future__ import annotations
 
-import functools
 import random
-import struct
 import time
 from typing import Final
 
@@ -51,6 +49,7 @@ from store.message import (
     TRANSACTION_NOT_TYPE,
     PutMessageResult,
     get_transaction_value,
+    java_string_hash,
     reset_transaction_value,
 )
 from store.message import MessageExtBrokerInner as Inner
@@ -59,16 +58,6 @@ from store.status import PutMessageStatus
 MAX_PROPERTIES_LENGTH: Final = 32767
 log = structlog.get_logger()
 _MC = MessageConst
-
-
-@functools.lru_cache(maxsize=4096)  # producers reuse a handful of tags
-def java_string_hash(text: str) -> int:
-    """Java's `String.hashCode` (over UTF-16 code units): the consume queue's tags code."""
-    units = text.encode("utf-16-le")
-    h = 0
-    for (unit,) in struct.iter_unpack("<H", units):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 #: the store treats NUL in properties as a torn (zero-filled) write, so none may be stored

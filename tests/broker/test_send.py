@@ -16,7 +16,6 @@ import trio
 
 from broker.client import Message, Producer, SendError, SendStatus, open_producer
 from broker.config import BrokerConfig
-from broker.processors.send import java_string_hash
 from broker.topic_config import TopicConfig
 from protocol.batch import BatchEntry, encode_batch_body
 from protocol.codes import RequestCode, ResponseCode, SerializeType
@@ -26,6 +25,7 @@ from protocol.headers import SendMessageRequestHeader, SendMessageRequestHeaderV
 from protocol.properties import decode_properties, encode_properties
 from protocol.route import ConsumerData, HeartbeatData
 from store.format import CommitLogRecord
+from store.message import java_string_hash
 from store.reader import CommitLogReader
 from tests.conftest import RunningBroker, make_config, start_broker
 

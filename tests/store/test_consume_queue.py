@@ -7,7 +7,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, java_string_hash
+from store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
+from store.message import java_string_hash
 
 
 def test_java_string_hash_matches_java() -> None:

@@ -15,11 +15,12 @@ import trio
 import trio.lowlevel
 
 from store.config import FlushDiskType, MessageStoreConfig
+from store.consume_queue import CqUnit
 from store.dispatch import ConsumeQueueTable
 from store.format import decode_record
 from store.get_message import GetMessageStatus, TagFilter
 from store.mapped_file import MappedFile
-from store.message import TRANSACTION_PREPARED_TYPE
+from store.message import TRANSACTION_PREPARED_TYPE, enters_consume_queue, java_string_hash
 from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader
 from store.status import PutMessageStatus
@@ -108,6 +109,8 @@ def units_from_commit_log(root: str) -> dict[tuple[str, int], list[tuple[int, in
     expected: dict[tuple[str, int], list[tuple[int, int]]] = {}
     with CommitLogReader(root) as reader:
         for rec in reader.iter_records(reader.min_offset, include_body=False):
+            if not enters_consume_queue(rec.sys_flag):
+                continue  # a transaction half message
             expected.setdefault((rec.topic, rec.queue_id), []).append(
                 (rec.physical_offset, rec.total_size)
             )
@@ -203,3 +206,48 @@ async def test_consume_queue_files_follow_the_configured_size(config: MessageSto
 
 def queue_files(queue_dir: pathlib.Path) -> list[tuple[str, int]]:
     return [(f.name, f.stat().st_size) for f in sorted(queue_dir.iterdir())]
+
+
+async def test_units_handed_over_by_the_writer_equal_units_read_from_the_commit_log(
+    config: MessageStoreConfig,
+) -> None:
+    """The running store's units (from the writer) against a rebuild from the commit log:
+    batches, segment rolls, a transaction half message, tags set only in the properties."""
+    root = config.store_path_root_dir
+    async with DefaultMessageStore.open(sync(config)) as store:
+        for i in range(30):
+            tag = "AB"[i % 2]
+            await store.put_message(
+                make_msg(body=b"s" * (i * 7), queue_id=i % 2, properties=tags_props(tag))
+            )
+            if i % 5 == 0:
+                batch = [
+                    make_msg(body=b"b%d" % j, topic="T2", properties=tags_props("C"))
+                    for j in range(3)
+                ]
+                assert (await store.put_messages(batch)).status is PutMessageStatus.PUT_OK
+        await store.put_message(make_msg(body=b"half", sys_flag=TRANSACTION_PREPARED_TYPE))
+        consume = store.consume
+        assert consume is not None
+        await wait_until(lambda: sum(consume.table.topic_queue_table().values()) == 48)
+    live = queue_units(root)
+    live_codes = {
+        key: [u.tags_code for u in table_units] for key, table_units in _codes(root).items()
+    }
+    shutil.rmtree(os.path.join(root, "consumequeue"))
+    async with DefaultMessageStore.open(sync(config)):  # rebuilt from the commit log
+        await trio.lowlevel.checkpoint()
+    assert queue_units(root) == live == units_from_commit_log(root)
+    assert {k: [u.tags_code for u in v] for k, v in _codes(root).items()} == live_codes
+    assert set(live_codes[("T1", 0)]) == {java_string_hash("A")}
+
+
+def _codes(root: str) -> dict[tuple[str, int], list[CqUnit]]:
+    table = ConsumeQueueTable(root)
+    try:
+        return {
+            key: queue.read_units(queue.min_logic_offset, queue.max_logic_offset)
+            for key, queue in table.queues.items()
+        }
+    finally:
+        table.close()
