@@ -95,6 +95,8 @@ class Message:
     #: False sends WAIT=false: the broker answers before its flush covers the message
     wait_store_msg_ok: bool = True
     delay_level: int = 0
+    #: the queue to send to; -1 lets the broker choose one
+    queue_id: int = -1
 
     def properties_with(self, uniq_key: str) -> dict[str, str]:
         props = dict(self.properties)
@@ -206,14 +208,21 @@ class Producer:
             raise ConnectionClosedError(f"connection failed: {exc!r}") from None
 
     def _send_command(
-        self, topic: str, body: bytes, properties: str, *, flag: int = 0, batch: bool = False
+        self,
+        topic: str,
+        body: bytes,
+        properties: str,
+        *,
+        flag: int = 0,
+        batch: bool = False,
+        queue_id: int = -1,
     ) -> RemotingCommand:
         header = SendMessageRequestHeaderV2(
             a=self.group,
             b=topic,
             c="TBW102",
             d=4,
-            e=-1,
+            e=queue_id,
             f=0,
             g=int(time.time() * 1000),
             h=flag,
@@ -230,7 +239,10 @@ class Producer:
     def _single(self, message: Message) -> tuple[RemotingCommand, str]:
         uniq = self._ids.next()
         props = encode_properties(message.properties_with(uniq))
-        return self._send_command(message.topic, message.body, props, flag=message.flag), uniq
+        command = self._send_command(
+            message.topic, message.body, props, flag=message.flag, queue_id=message.queue_id
+        )
+        return command, uniq
 
     async def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
         command, uniq = self._single(message)
@@ -253,7 +265,11 @@ class Producer:
         ]
         wait = "" if messages[0].wait_store_msg_ok else encode_properties({"WAIT": "false"})
         command = self._send_command(
-            messages[0].topic, encode_batch_body(entries), wait, batch=True
+            messages[0].topic,
+            encode_batch_body(entries),
+            wait,
+            batch=True,
+            queue_id=messages[0].queue_id,
         )
         return _send_result(await self.request(command, timeout_s), ",".join(uniqs))
 

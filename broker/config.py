@@ -84,6 +84,8 @@ class BrokerConfig:
     #: startAcceptSendRequestTimeStamp); 0 accepts at once
     start_accept_send_request_time_stamp: int = 0
     default_topic_queue_nums: int = 8
+    #: how often changed consumer offsets are written to config/consumerOffset.json
+    flush_consumer_offset_interval_ms: int = 5000
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     max_inflight_per_connection: int = 256
@@ -107,6 +109,7 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         positive = (
             "default_topic_queue_nums",
+            "flush_consumer_offset_interval_ms",
             "max_inflight_per_connection",
             "idle_timeout_s",
             "write_timeout_s",

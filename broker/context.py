@@ -11,6 +11,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from broker.consumer_manager import ConsumerManager
+from broker.consumer_offsets import ConsumerOffsetManager
+from broker.long_polling import PullWaiters
+from store.consume_service import ConsumeService
 from store.message import MessageExtBrokerInner, PutMessageResult
 
 if TYPE_CHECKING:
@@ -48,6 +52,11 @@ class BrokerContext:
     metrics: BrokerMetrics | None = None
     #: called with every HEART_BEAT (consumer bookkeeping registers here)
     heartbeat_listeners: list[HeartbeatListener] = field(default_factory=list)
+    #: the consume side: queues to pull from, committed offsets, live consumers, held pulls
+    consume: ConsumeService | None = None
+    offsets: ConsumerOffsetManager = field(default_factory=lambda: ConsumerOffsetManager(None))
+    consumers: ConsumerManager = field(default_factory=ConsumerManager)
+    pull_waiters: PullWaiters = field(default_factory=PullWaiters)
 
     @property
     def addr(self) -> str:

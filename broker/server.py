@@ -23,15 +23,25 @@ import trio
 from broker.acl.validator import shared_validator
 from broker.config import BrokerConfig, ConfigError, HostPort
 from broker.connection import Connection, Dispatcher, peer_address
+from broker.consumer_offsets import ConsumerOffsetManager
 from broker.context import BrokerContext
 from broker.metrics import BrokerMetrics, MetricsServer, serve_metrics
 from broker.processors import RequestProcessor
+from broker.processors.consumer import (
+    GetConsumerListByGroupProcessor,
+    GetMaxOffsetProcessor,
+    GetMinOffsetProcessor,
+    QueryConsumerOffsetProcessor,
+    SearchOffsetByTimestampProcessor,
+    UpdateConsumerOffsetProcessor,
+)
 from broker.processors.namesrv import (
     GetBrokerClusterInfoProcessor,
     GetRouteInfoProcessor,
     HeartbeatProcessor,
     UnregisterClientProcessor,
 )
+from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
 from broker.subscription_group import SubscriptionGroupManager
 from broker.tls import shared_acceptor
@@ -62,6 +72,17 @@ def broker_processors() -> dict[int, RequestProcessor]:
         RequestCode.SEND_MESSAGE_V2: send,
         RequestCode.SEND_BATCH_MESSAGE: send,
     }
+    table.update(
+        {
+            RequestCode.PULL_MESSAGE: PullMessageProcessor(),
+            RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetProcessor(),
+            RequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetProcessor(),
+            RequestCode.GET_MAX_OFFSET: GetMaxOffsetProcessor(),
+            RequestCode.GET_MIN_OFFSET: GetMinOffsetProcessor(),
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetByTimestampProcessor(),
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupProcessor(),
+        }
+    )
     table.update(namesrv_processors())
     return table
 
@@ -265,12 +286,28 @@ async def serve(
             auto_create=config.auto_create_subscription_group,
         )
         broker = BrokerContext(config, store, topics, groups, store_host, metrics)
+        _consume_side(broker, store, root)
         server = BrokerServer(broker)
         server.addresses = addresses
         server.namesrv_addresses = _bound(namesrv_listeners)
         _settle_garbage_collector()
-        await _run(server, listeners, namesrv_listeners, task_status)
+        async with trio.open_nursery() as background:
+            await background.start(
+                broker.offsets.run, config.flush_consumer_offset_interval_ms / 1000
+            )
+            await _run(server, listeners, namesrv_listeners, task_status)
+            background.cancel_scope.cancel()  # the offsets are written once more on the way out
     log.info("shutdown_complete")
+
+
+def _consume_side(broker: BrokerContext, store: DefaultMessageStore, root: Path) -> None:
+    """Wire the pull path: the store's consume queues, persisted offsets, heartbeats."""
+    broker.consume = store.consume
+    broker.offsets = ConsumerOffsetManager(root / "config")
+    broker.offsets.load()
+    broker.heartbeat_listeners.append(broker.consumers.on_heartbeat)
+    if store.consume is not None:
+        store.consume.add_listener(broker.pull_waiters.on_arrival)
 
 
 #: allocations between young-generation collections; a request allocates a few dozen objects

@@ -17,7 +17,7 @@ import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
-from store.format import EncodedBatch
+from store.format import BORNHOST_POS, SYSFLAG_POS, EncodedBatch, host_sizes
 from store.get_message import GetMessageResult, TagFilter, get_message
 from store.reader import CommitLogReader
 
@@ -103,3 +103,30 @@ class ConsumeService:
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.table.existing(topic, queue_id)
         return cq.max_logic_offset if cq else 0
+
+    def store_timestamp_at(self, topic: str, queue_id: int, offset: int) -> int | None:
+        """The store time of the message at logical `offset`, or None when it is gone."""
+        cq = self.table.existing(topic, queue_id)
+        unit = cq.get(offset) if cq is not None else None
+        if unit is None:
+            return None
+        data = self.read_bytes(unit.physical_offset, unit.size)
+        if data is None or len(data) < SYSFLAG_POS + 4:
+            return None
+        sys_flag = int.from_bytes(data[SYSFLAG_POS : SYSFLAG_POS + 4], "big")
+        position = BORNHOST_POS + host_sizes(sys_flag)[0]
+        return int.from_bytes(data[position : position + 8], "big", signed=True)
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the first logical offset stored at or after
+        `timestamp_ms` (store times grow with offsets); the max offset when none is."""
+        lo = self.min_offset_in_queue(topic, queue_id)
+        hi = self.max_offset_in_queue(topic, queue_id)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            stamp = self.store_timestamp_at(topic, queue_id, mid)
+            if stamp is None or stamp < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo

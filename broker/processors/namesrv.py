@@ -103,9 +103,10 @@ class HeartbeatProcessor:
 
 
 class UnregisterClientProcessor:
-    """UNREGISTER_CLIENT (35): nothing is held per producer; answer SUCCESS."""
+    """UNREGISTER_CLIENT (35): forget the client's consumer registrations; answer SUCCESS."""
 
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+        ctx.broker.consumers.unregister(header.client_id, header.consumer_group)
         log.debug("client_unregistered", client_id=header.client_id)
         return request.make_response(ResponseCode.SUCCESS)

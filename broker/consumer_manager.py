@@ -1,0 +1,98 @@
+"""`ConsumerManager`: which clients consume in which group, from their heartbeats.
+
+RocketMQ's `ConsumerManager`: every HEART_BEAT registers the client id under each of its
+consumer groups with the group's subscriptions; UNREGISTER_CLIENT removes it; a client silent
+for `CHANNEL_EXPIRED_S` (120 s, as upstream's channel expiry) no longer counts.
+GET_CONSUMER_LIST_BY_GROUP reads the live ids (rebalancing clients split the queues among them),
+and a pull without its own subscription uses the group's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+import structlog
+import trio
+
+from broker.topic_config import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
+from protocol.route import HeartbeatData, SubscriptionData
+
+if TYPE_CHECKING:
+    from broker.processors import RequestContext
+
+log = structlog.get_logger()
+
+CHANNEL_EXPIRED_S: Final = 120.0
+
+
+@dataclass(slots=True)
+class _Client:
+    remote: str
+    last_seen: float
+
+
+@dataclass(slots=True)
+class ConsumerGroupInfo:
+    clients: dict[str, _Client] = field(default_factory=dict)
+    subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
+
+
+class ConsumerManager:
+    def __init__(self, clock: Callable[[], float] = trio.current_time) -> None:
+        self._clock = clock
+        self._groups: dict[str, ConsumerGroupInfo] = {}
+
+    async def on_heartbeat(self, heartbeat: HeartbeatData, ctx: RequestContext) -> None:
+        """A heartbeat listener (`BrokerContext.heartbeat_listeners`)."""
+        now = self._clock()
+        for consumer in heartbeat.consumer_data_set:
+            info = self._groups.get(consumer.group_name)
+            if info is None:
+                info = self._groups[consumer.group_name] = ConsumerGroupInfo()
+            if heartbeat.client_id not in info.clients:
+                log.info(
+                    "consumer_registered",
+                    group=consumer.group_name,
+                    client_id=heartbeat.client_id,
+                )
+            info.clients[heartbeat.client_id] = _Client(ctx.remote_text, now)
+            for subscription in consumer.subscription_data_set:
+                info.subscriptions[subscription.topic] = subscription
+            await _ensure_retry_topic(ctx, consumer.group_name)
+
+    def unregister(self, client_id: str, group: str | None) -> None:
+        groups = [group] if group else list(self._groups)
+        for name in groups:
+            info = self._groups.get(name)
+            if info is not None and info.clients.pop(client_id, None) is not None:
+                log.info("consumer_unregistered", group=name, client_id=client_id)
+
+    def client_ids(self, group: str) -> list[str]:
+        """The live clients of `group`, expired ones dropped."""
+        info = self._groups.get(group)
+        if info is None:
+            return []
+        cutoff = self._clock() - CHANNEL_EXPIRED_S
+        for client_id in [c for c, client in info.clients.items() if client.last_seen < cutoff]:
+            del info.clients[client_id]
+            log.info("consumer_expired", group=group, client_id=client_id)
+        return sorted(info.clients)
+
+    def subscription(self, group: str, topic: str) -> SubscriptionData | None:
+        info = self._groups.get(group)
+        return info.subscriptions.get(topic) if info is not None else None
+
+
+async def _ensure_retry_topic(ctx: RequestContext, group: str) -> None:
+    """A consumer group gets its `%RETRY%<group>` topic on its first heartbeat, as upstream:
+    clients subscribe to it and send messages back to it."""
+    config = ctx.broker.groups.find(group)
+    if config is None or config.retry_queue_nums <= 0:
+        return
+    topics = ctx.broker.topics
+    name = RETRY_GROUP_TOPIC_PREFIX + group
+    if topics.find(name) is None:
+        topics.create_in_send_back(name, config.retry_queue_nums, PERM_READ | PERM_WRITE, 0)
+        await topics.persist()

@@ -1,0 +1,113 @@
+"""`ConsumerOffsetManager`: the committed consume offset of each group, topic and queue.
+
+RocketMQ's `ConsumerOffsetManager`: an in-memory table keyed `topic@group` -> {queueId: offset},
+persisted as `config/consumerOffset.json` in RocketMQ's shape (`{"offsetTable": {...}}`),
+written atomically (temp file, fsync, rename) every `flush_consumer_offset_interval_ms` when it
+changed and once more at shutdown, so committed offsets survive a restart. A commit never moves
+an offset backwards through the pull path (a late pull must not undo a newer commit); an explicit
+UPDATE_CONSUMER_OFFSET may, as upstream allows (a reset).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Final
+
+import structlog
+import trio
+
+from broker.topic_config import write_json_atomically
+
+log = structlog.get_logger()
+
+OFFSET_FILE: Final = "consumerOffset.json"
+TOPIC_GROUP_SEPARATOR: Final = "@"
+
+
+class ConsumerOffsetManager:
+    def __init__(self, config_dir: Path | None) -> None:
+        self.path = config_dir / OFFSET_FILE if config_dir is not None else None
+        self._table: dict[str, dict[int, int]] = {}
+        self._dirty = False
+        self._failing = False
+        self._lock = trio.Lock()
+
+    def load(self) -> None:
+        """Read the persisted table; a missing file is an empty table, a damaged one an error."""
+        if self.path is None or not self.path.exists():
+            return
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            table = data.get("offsetTable", {}) if isinstance(data, dict) else None
+            if not isinstance(table, dict):
+                raise ValueError("offsetTable is not an object")
+            self._table = {
+                str(key): {int(q): int(o) for q, o in queues.items()}
+                for key, queues in table.items()
+            }
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{self.path}: unreadable consumer offsets: {exc}") from None
+        log.info("consumer_offsets_loaded", entries=len(self._table))
+
+    @staticmethod
+    def key(topic: str, group: str) -> str:
+        return f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
+
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        return self._table.get(self.key(topic, group), {}).get(queue_id)
+
+    def commit(
+        self, group: str, topic: str, queue_id: int, offset: int, *, forward_only: bool = False
+    ) -> None:
+        queues = self._table.setdefault(self.key(topic, group), {})
+        if forward_only and queues.get(queue_id, -1) >= offset:
+            return
+        if queues.get(queue_id) != offset:
+            queues[queue_id] = offset
+            self._dirty = True
+
+    def groups_of(self, topic: str) -> list[str]:
+        prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"
+        return [key[len(prefix) :] for key in self._table if key.startswith(prefix)]
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        """The table as RocketMQ writes it (queue ids as JSON object keys)."""
+        return {
+            key: {str(q): o for q, o in sorted(queues.items())}
+            for key, queues in sorted(self._table.items())
+        }
+
+    async def persist(self) -> None:
+        """Write the table if it changed; a failure (full disk) is logged once per spell."""
+        if self.path is None or not self._dirty:
+            return
+        async with self._lock:
+            self._dirty = False
+            payload = {"offsetTable": self.snapshot()}
+            try:
+                await trio.to_thread.run_sync(write_json_atomically, self.path, payload)
+            except OSError as exc:
+                self._dirty = True
+                if not self._failing:
+                    self._failing = True
+                    log.error(
+                        "consumer_offsets_persist_failed", file=str(self.path), error=str(exc)
+                    )
+                return
+            if self._failing:
+                self._failing = False
+                log.info("consumer_offsets_persist_recovered", file=str(self.path))
+
+    async def run(
+        self, interval_s: float, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Persist every `interval_s` and once more when cancelled (shutdown)."""
+        task_status.started()
+        try:
+            while True:
+                await trio.sleep(interval_s)
+                await self.persist()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.persist()

@@ -1,0 +1,110 @@
+"""The consumer calls besides the pull: committed offsets, queue bounds, the group's clients.
+
+QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), SEARCH_OFFSET_BY_TIMESTAMP (29),
+GET_MAX_OFFSET (30), GET_MIN_OFFSET (31) and GET_CONSUMER_LIST_BY_GROUP (38), answered as
+RocketMQ 4.9's ConsumerManageProcessor and AdminBrokerProcessor do.
+"""
+
+from __future__ import annotations
+
+from broker.context import BrokerContext
+from broker.processors import RequestContext
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
+from protocol.consumer_headers import (
+    GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetByTimestampRequestHeader,
+    SearchOffsetByTimestampResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from protocol.errors import HeaderFieldError
+from protocol.route import ConsumerListBody
+from store.consume_service import ConsumeService
+
+
+def _consume(broker: BrokerContext) -> ConsumeService:
+    if broker.consume is None:
+        raise HeaderFieldError(
+            "topic", "the store has no consume queues", ResponseCode.SYSTEM_ERROR
+        )
+    return broker.consume
+
+
+class QueryConsumerOffsetProcessor:
+    """The committed offset; for a group that never committed, 0 when the queue still starts at
+    0 (a new group reads from the beginning), else QUERY_NOT_FOUND (the client then starts
+    where its consume-from-where setting says)."""
+
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        broker = ctx.broker
+        offset = broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
+        if (
+            offset is None
+            and _consume(broker).min_offset_in_queue(header.topic, header.queue_id) <= 0
+        ):
+            offset = 0
+        if offset is None:
+            return request.make_response(
+                ResponseCode.QUERY_NOT_FOUND,
+                "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+            )
+        ext = QueryConsumerOffsetResponseHeader(offset).to_ext_fields()
+        return request.make_response(ResponseCode.SUCCESS, None, ext_fields=ext)
+
+
+class UpdateConsumerOffsetProcessor:
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        if header.commit_offset < 0:
+            raise HeaderFieldError(
+                "commitOffset", f"commitOffset {header.commit_offset} is negative"
+            )
+        ctx.broker.offsets.commit(
+            header.consumer_group, header.topic, header.queue_id, header.commit_offset
+        )
+        return request.make_response(ResponseCode.SUCCESS)
+
+
+class GetMaxOffsetProcessor:
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        header = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = _consume(ctx.broker).max_offset_in_queue(header.topic, header.queue_id)
+        ext = GetMaxOffsetResponseHeader(offset).to_ext_fields()
+        return request.make_response(ResponseCode.SUCCESS, None, ext_fields=ext)
+
+
+class GetMinOffsetProcessor:
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        header = GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = _consume(ctx.broker).min_offset_in_queue(header.topic, header.queue_id)
+        ext = GetMinOffsetResponseHeader(offset).to_ext_fields()
+        return request.make_response(ResponseCode.SUCCESS, None, ext_fields=ext)
+
+
+class SearchOffsetByTimestampProcessor:
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        header = SearchOffsetByTimestampRequestHeader.from_ext_fields(request.ext_fields)
+        offset = _consume(ctx.broker).offset_by_time(
+            header.topic, header.queue_id, header.timestamp
+        )
+        ext = SearchOffsetByTimestampResponseHeader(offset).to_ext_fields()
+        return request.make_response(ResponseCode.SUCCESS, None, ext_fields=ext)
+
+
+class GetConsumerListByGroupProcessor:
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
+        ids = ctx.broker.consumers.client_ids(header.consumer_group)
+        if not ids:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}"
+            )
+        body = ConsumerListBody(tuple(ids)).to_json()
+        return request.make_response(ResponseCode.SUCCESS, None, body=body)

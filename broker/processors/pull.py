@@ -1,0 +1,168 @@
+"""PULL_MESSAGE (11): messages of one queue from a logical offset, with long polling.
+
+RocketMQ 4.9's `PullMessageProcessor`, in its order: broker and group permissions, the topic
+and queue id, the subscription (from the request when it carries one, else the group's from
+heartbeats), the read through the store's consume queues, the status mapping below, long polling
+for a pull that found nothing (`FLAG_SUSPEND`), and storing the commit offset the request carries
+(`FLAG_COMMIT_OFFSET`). The body of a FOUND answer is the stored records, concatenated, exactly
+as the commit log holds them: the clients decode them.
+
+    store status                          response                 nextBeginOffset
+    FOUND                                 SUCCESS                  after the last one read
+    NO_MATCHED_MESSAGE, WAS_REMOVING      PULL_RETRY_IMMEDIATELY   past the skipped units
+    OFFSET_FOUND_NULL, OVERFLOW_ONE       PULL_NOT_FOUND (or hold) the requested offset
+    OFFSET_TOO_SMALL, OVERFLOW_BADLY      PULL_OFFSET_MOVED        min (or max) offset
+    NO_MESSAGE_IN_QUEUE                   PULL_NOT_FOUND at 0, else PULL_OFFSET_MOVED
+    NO_MATCHED_LOGIC_QUEUE                PULL_OFFSET_MOVED
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from broker.processors import RequestContext
+from broker.topic_config import PERM_READ
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
+from protocol.consumer_headers import PullMessageRequestHeader, PullMessageResponseHeader
+from protocol.errors import HeaderFieldError
+from store.get_message import GetMessageResult, GetMessageStatus, TagFilter
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+
+FLAG_COMMIT_OFFSET: Final = 0x1
+FLAG_SUSPEND: Final = 0x2
+FLAG_SUBSCRIPTION: Final = 0x4
+#: a pull without FLAG_SUSPEND is held this long at most (upstream's shortPollingTimeMills)
+SHORT_POLLING_S: Final = 1.0
+#: a client asks for at most this long a hold; longer requests are capped (its own timeout is
+#: longer still, so the answer comes before it gives up)
+MAX_SUSPEND_S: Final = 30.0
+MASTER_ID: Final = 0
+#: messages per answer at most (upstream's maxTransferCountOnMessageInMemory)
+MAX_PULL_MSG_NUMS: Final = 32
+
+_STATUS_CODES: Final = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def _reject(code: int, remark: str) -> HeaderFieldError:
+    return HeaderFieldError("topic", remark, code)
+
+
+class PullMessageProcessor:
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        broker = ctx.broker
+        tag_filter = self._check(header, broker)
+        consume = broker.consume
+        if consume is None:
+            raise _reject(ResponseCode.SYSTEM_ERROR, "the store has no consume queues")
+        if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
+            broker.offsets.commit(
+                header.consumer_group, header.topic, header.queue_id, header.commit_offset
+            )
+        found = self._read(header, tag_filter, broker)
+        if _STATUS_CODES.get(found.status) is ResponseCode.PULL_NOT_FOUND or (
+            found.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE and header.queue_offset == 0
+        ):
+            suspend_s = (
+                min(header.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
+                if header.sys_flag & FLAG_SUSPEND
+                else SHORT_POLLING_S
+            )
+            if await broker.pull_waiters.wait(header.topic, header.queue_id, suspend_s):
+                found = self._read(header, tag_filter, broker)
+        return self._response(request, header, found)
+
+    @staticmethod
+    def _read(
+        header: PullMessageRequestHeader, tag_filter: TagFilter, broker: BrokerContext
+    ) -> GetMessageResult:
+        assert broker.consume is not None
+        return broker.consume.get_message(
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            max(1, min(header.max_msg_nums, MAX_PULL_MSG_NUMS)),
+            tag_filter,
+        )
+
+    @staticmethod
+    def _check(header: PullMessageRequestHeader, broker: BrokerContext) -> TagFilter:
+        ip = broker.config.store_host_ip
+        if not broker.config.broker_permission & PERM_READ:
+            raise _reject(
+                ResponseCode.NO_PERMISSION, f"the broker[{ip}] pulling message is forbidden"
+            )
+        group = broker.groups.find(header.consumer_group)
+        if group is None:
+            raise _reject(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist",
+            )
+        if not group.consume_enable:
+            raise _reject(
+                ResponseCode.NO_PERMISSION,
+                f"subscription group no permission, {header.consumer_group}",
+            )
+        topic = broker.topics.find(header.topic)
+        if topic is None:
+            raise _reject(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] not exist, apply first please!",
+            )
+        if not topic.perm & PERM_READ:
+            raise _reject(
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{header.topic}] pulling message is forbidden",
+            )
+        if not 0 <= header.queue_id < topic.read_queue_nums:
+            raise _reject(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{topic.read_queue_nums}] consumer:[{broker.addr}]",
+            )
+        if header.sys_flag & FLAG_SUBSCRIPTION:
+            expression, kind = header.subscription, header.expression_type
+        else:
+            known = broker.consumers.subscription(header.consumer_group, header.topic)
+            if known is None:
+                raise _reject(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's subscription not exist, group: {header.consumer_group}",
+                )
+            expression, kind = known.sub_string, known.expression_type
+        if kind not in (None, "", "TAG"):
+            raise _reject(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"expression type {kind} is not supported, only TAG",
+            )
+        return TagFilter.parse(expression)
+
+    @staticmethod
+    def _response(
+        request: RemotingCommand, header: PullMessageRequestHeader, found: GetMessageResult
+    ) -> RemotingCommand:
+        if found.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE:
+            code = (
+                ResponseCode.PULL_NOT_FOUND
+                if header.queue_offset == 0
+                else ResponseCode.PULL_OFFSET_MOVED
+            )
+        else:
+            code = _STATUS_CODES[found.status]
+        ext = PullMessageResponseHeader(
+            MASTER_ID, found.next_begin_offset, found.min_offset, found.max_offset
+        ).to_ext_fields()
+        body = b"".join(found.messages) if code == ResponseCode.SUCCESS else None
+        return request.make_response(code, None, ext_fields=ext, body=body)
