@@ -1,4 +1,4 @@
-"""The official RocketMQ C++ client (PyPI `rocketmq==0.4.4`) consumes from a real `rmq-broker serve`.
+"""The official RocketMQ C++ client (`rocketmq==0.4.4`) consumes from a real `rmq-broker serve`.
 
 The C++ producer sends messages with tags, keys, a user property and bodies of 8 KiB (which it
 compresses) or a few bytes. A C++ push consumer (rebalance, long-polling pulls, offsets committed
