@@ -18,6 +18,7 @@ import structlog
 import trio
 
 from broker.topic_config import write_json_atomically
+from store.errors import StoreLoadError
 
 log = structlog.get_logger()
 
@@ -47,7 +48,7 @@ class ConsumerOffsetManager:
                 for key, queues in table.items()
             }
         except (OSError, ValueError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{self.path}: unreadable consumer offsets: {exc}") from None
+            raise StoreLoadError(str(self.path), f"unreadable consumer offsets: {exc}") from None
         log.info("consumer_offsets_loaded", entries=len(self._table))
 
     @staticmethod

@@ -43,6 +43,8 @@ from broker.processors.namesrv import (
 )
 from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
+from broker.processors.send_back import ConsumerSendMsgBackProcessor
+from broker.schedule import ScheduleMessageService
 from broker.subscription_group import SubscriptionGroupManager
 from broker.tls import shared_acceptor
 from broker.topic_config import TopicConfigManager
@@ -81,6 +83,7 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.GET_MIN_OFFSET: GetMinOffsetProcessor(),
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetByTimestampProcessor(),
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupProcessor(),
+            RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackProcessor(),
         }
     )
     table.update(namesrv_processors())
@@ -295,6 +298,9 @@ async def serve(
             await background.start(
                 broker.offsets.run, config.flush_consumer_offset_interval_ms / 1000
             )
+            schedule = ScheduleMessageService(broker, root / "config")
+            schedule.load()
+            await background.start(schedule.run)
             await _run(server, listeners, namesrv_listeners, task_status)
             background.cancel_scope.cancel()  # the offsets are written once more on the way out
     log.info("shutdown_complete")

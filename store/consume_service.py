@@ -17,7 +17,16 @@ import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
-from store.format import BORNHOST_POS, SYSFLAG_POS, EncodedBatch, host_sizes
+from store.format import (
+    BORNHOST_POS,
+    MIN_RECORD_SIZE,
+    SYSFLAG_POS,
+    CommitLogRecord,
+    EncodedBatch,
+    RecordFormatError,
+    decode_record,
+    host_sizes,
+)
 from store.get_message import GetMessageResult, TagFilter, get_message
 from store.reader import CommitLogReader
 
@@ -130,3 +139,20 @@ class ConsumeService:
             else:
                 hi = mid
         return lo
+
+    def look_message_by_offset(self, offset: int) -> CommitLogRecord | None:
+        """The record starting at commit-log `offset` (a consumer's send-back names it), or None
+        when nothing valid starts there."""
+        head = self.read_bytes(offset, 4)
+        if head is None:
+            return None
+        size = int.from_bytes(head, "big", signed=True)
+        if size < MIN_RECORD_SIZE:
+            return None
+        data = self.read_bytes(offset, size)
+        if data is None:
+            return None
+        try:
+            return decode_record(data, 0, base_offset=offset)
+        except RecordFormatError:
+            return None

@@ -12,8 +12,8 @@ as the commit log holds them: the clients decode them.
     NO_MATCHED_MESSAGE, WAS_REMOVING      PULL_RETRY_IMMEDIATELY   past the skipped units
     OFFSET_FOUND_NULL, OVERFLOW_ONE       PULL_NOT_FOUND (or hold) the requested offset
     OFFSET_TOO_SMALL, OVERFLOW_BADLY      PULL_OFFSET_MOVED        min (or max) offset
-    NO_MESSAGE_IN_QUEUE                   PULL_NOT_FOUND at 0, else PULL_OFFSET_MOVED
-    NO_MATCHED_LOGIC_QUEUE                PULL_OFFSET_MOVED
+    NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE   PULL_NOT_FOUND (or hold) at 0, else
+                                                  PULL_OFFSET_MOVED
 """
 
 from __future__ import annotations
@@ -51,8 +51,11 @@ _STATUS_CODES: Final = {
     GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
     GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
     GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
-    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE: ResponseCode.PULL_OFFSET_MOVED,
 }
+#: a queue that is empty or does not exist yet: nothing to read at 0, an offset moved elsewhere
+_EMPTY: Final = frozenset(
+    {GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE}
+)
 
 
 def _reject(code: int, remark: str) -> HeaderFieldError:
@@ -73,7 +76,7 @@ class PullMessageProcessor:
             )
         found = self._read(header, tag_filter, broker)
         if _STATUS_CODES.get(found.status) is ResponseCode.PULL_NOT_FOUND or (
-            found.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE and header.queue_offset == 0
+            found.status in _EMPTY and header.queue_offset == 0
         ):
             suspend_s = (
                 min(header.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
@@ -153,7 +156,7 @@ class PullMessageProcessor:
     def _response(
         request: RemotingCommand, header: PullMessageRequestHeader, found: GetMessageResult
     ) -> RemotingCommand:
-        if found.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE:
+        if found.status in _EMPTY:
             code = (
                 ResponseCode.PULL_NOT_FOUND
                 if header.queue_offset == 0

@@ -1,0 +1,128 @@
+"""CONSUMER_SEND_MSG_BACK (36): a message the consumer failed to process goes back for a retry.
+
+RocketMQ 4.9's `consumerSendMsgBack`: the original record is looked up by its commit-log offset
+and stored again in `%RETRY%<group>` with one more reconsume time, delayed by the request's
+level (0 means 3 + reconsume times, as upstream), so the schedule service hands it back to the
+group's consumers later. Once its reconsume times reach the group's `retryMaxTimes` (or the
+client's `maxReconsumeTimes`), or when the level is negative, it goes to `%DLQ%<group>` instead
+and is not delivered again. The first retry records the message's original topic
+(RETRY_TOPIC) and id (ORIGIN_MESSAGE_ID).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Final
+
+from broker.processors import RequestContext
+from broker.processors.send_checks import DLQ_NUMS_PER_GROUP
+from broker.schedule import DELAY_LEVELS_S
+from broker.topic_config import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+)
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
+from protocol.consumer_headers import ConsumerSendMsgBackRequestHeader
+from protocol.errors import HeaderFieldError
+from protocol.properties import MessageConst, decode_properties, encode_properties
+from store.format import CommitLogRecord
+from store.message import MessageExtBrokerInner, encode_host, java_string_hash, offset_msg_id
+from store.status import PutMessageStatus
+
+#: clients of 3.4.9 and later send their own maxReconsumeTimes
+V3_4_9: Final = 121
+_STORED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
+
+
+def _reject(code: int, remark: str) -> HeaderFieldError:
+    return HeaderFieldError("group", remark, code)
+
+
+class ConsumerSendMsgBackProcessor:
+    def __init__(self) -> None:
+        self._rng = random.Random()
+
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
+        broker = ctx.broker
+        group = broker.groups.find(header.group)
+        if group is None:
+            raise _reject(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {header.group}",
+            )
+        if not broker.config.broker_permission & PERM_WRITE:
+            raise _reject(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{broker.config.store_host_ip}] sending message is forbidden",
+            )
+        if group.retry_queue_nums <= 0:
+            return request.make_response(ResponseCode.SUCCESS)  # the group keeps no retries
+        original = broker.consume.look_message_by_offset(header.offset) if broker.consume else None
+        if original is None or original.body is None:
+            raise _reject(
+                ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
+            )
+        max_times = group.retry_max_times
+        if request.version >= V3_4_9 and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        dead = original.reconsume_times >= max_times or header.delay_level < 0
+        prefix = DLQ_GROUP_TOPIC_PREFIX if dead else RETRY_GROUP_TOPIC_PREFIX
+        queues = DLQ_NUMS_PER_GROUP if dead else group.retry_queue_nums
+        topic = broker.topics.find(prefix + header.group)
+        if topic is None:
+            topic = broker.topics.create_in_send_back(
+                prefix + header.group, queues, PERM_READ | PERM_WRITE, 0
+            )
+            await broker.topics.persist()
+        if not topic.perm & PERM_WRITE:
+            raise _reject(
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{topic.topic_name}] sending message is forbidden",
+            )
+        delay = 0 if dead else header.delay_level or 3 + original.reconsume_times
+        message = _retry_message(
+            original, topic.topic_name, self._rng.randrange(queues), delay, ctx
+        )
+        result = await broker.store.put_message(message)
+        if result.status in _STORED:
+            return request.make_response(ResponseCode.SUCCESS)
+        return request.make_response(ResponseCode.SYSTEM_ERROR, result.status.name)
+
+
+def _retry_message(
+    original: CommitLogRecord, topic: str, queue_id: int, delay: int, ctx: RequestContext
+) -> MessageExtBrokerInner:
+    props = decode_properties(original.properties)
+    props.setdefault(MessageConst.RETRY_TOPIC, original.topic)
+    store_host = ctx.broker.store_host
+    if MessageConst.ORIGIN_MESSAGE_ID not in props:
+        host = encode_host(original.store_host)[0]
+        props[MessageConst.ORIGIN_MESSAGE_ID] = offset_msg_id(host, original.physical_offset)
+    props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+    real_topic, real_queue = topic, queue_id
+    if delay > 0:
+        level = min(delay, len(DELAY_LEVELS_S))
+        props[MessageConst.DELAY_TIME_LEVEL] = str(level)
+        props[MessageConst.REAL_TOPIC] = real_topic
+        props[MessageConst.REAL_QUEUE_ID] = str(real_queue)
+        topic, queue_id = SCHEDULE_TOPIC, level - 1
+    tags = props.get(MessageConst.TAGS)
+    return MessageExtBrokerInner(
+        topic=topic,
+        queue_id=queue_id,
+        body=original.body or b"",
+        properties_string=encode_properties(props),
+        sys_flag=original.sys_flag,
+        flag=original.flag,
+        born_timestamp=original.born_timestamp,
+        born_host=original.born_host,
+        store_host=store_host,
+        reconsume_times=original.reconsume_times + 1,
+        wait_store_msg_ok=False,
+        tags_code=java_string_hash(tags) if tags else 0,
+    )

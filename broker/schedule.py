@@ -1,0 +1,155 @@
+"""`ScheduleMessageService`: delayed messages delivered to their topic when their time comes.
+
+A message sent with a delay level (DELAY property; consumers' retries use it too) is stored in
+`SCHEDULE_TOPIC_XXXX`, queue `level - 1`, with its real topic and queue in REAL_TOPIC and
+REAL_QID. This service follows each level's queue in order (one delay per queue, so its
+messages fall due in order): a message whose store time plus the level's delay has passed is
+put again under its real topic and queue without the DELAY property, and the level's offset
+moves past it. The offsets are kept in `config/delayOffset.json` in RocketMQ's shape, so a
+restart neither loses nor re-delivers more than the messages after the last save.
+Levels are RocketMQ's default `messageDelayLevel`: 1s 5s 10s 30s 1m ... 2h.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import structlog
+import trio
+
+from broker.topic_config import SCHEDULE_TOPIC, write_json_atomically
+from protocol.properties import MessageConst, decode_properties, encode_properties
+from store.errors import StoreLoadError
+from store.format import PHYSICALOFFSET_POS, decode_record
+from store.message import MessageExtBrokerInner, java_string_hash
+from store.status import PutMessageStatus
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+    from store.format import CommitLogRecord
+
+log = structlog.get_logger()
+
+DELAY_LEVELS_S: Final = (
+    1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200
+)  # fmt: skip
+OFFSET_FILE: Final = "delayOffset.json"
+ROUND_S: Final = 0.1
+BATCH: Final = 32
+_DELIVERED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
+
+
+def delivery_record(record: CommitLogRecord) -> MessageExtBrokerInner | None:
+    """The message to put when `record` (in SCHEDULE_TOPIC_XXXX) is due; None if malformed."""
+    props = decode_properties(record.properties)
+    topic = props.get(MessageConst.REAL_TOPIC)
+    queue_text = props.get(MessageConst.REAL_QUEUE_ID, "")
+    if not topic or not queue_text.isdigit() or record.body is None:
+        return None
+    props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+    tags = props.get(MessageConst.TAGS)
+    return MessageExtBrokerInner(
+        topic=topic,
+        queue_id=int(queue_text),
+        body=record.body,
+        properties_string=encode_properties(props),
+        sys_flag=record.sys_flag,
+        flag=record.flag,
+        born_timestamp=record.born_timestamp,
+        born_host=record.born_host,
+        store_host=record.store_host,
+        reconsume_times=record.reconsume_times,
+        wait_store_msg_ok=False,
+        tags_code=java_string_hash(tags) if tags else 0,
+    )
+
+
+class ScheduleMessageService:
+    def __init__(self, broker: BrokerContext, config_dir: Path | None) -> None:
+        self.broker = broker
+        self.path = config_dir / OFFSET_FILE if config_dir is not None else None
+        self.offsets: dict[int, int] = {}  # level -> next logical offset of its queue
+        self._saved: dict[int, int] = {}
+        self._failing = False
+
+    def load(self) -> None:
+        if self.path is None or not self.path.exists():
+            return
+        try:
+            table = json.loads(self.path.read_text(encoding="utf-8"))["offsetTable"]
+            self.offsets = {int(level): int(offset) for level, offset in table.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StoreLoadError(str(self.path), f"unreadable delay offsets: {exc}") from None
+        self._saved = dict(self.offsets)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        try:
+            while True:
+                for level in range(1, len(DELAY_LEVELS_S) + 1):
+                    await self.deliver_due(level, trio_now_ms())
+                await self.save()
+                await trio.sleep(ROUND_S)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.save()
+
+    async def deliver_due(self, level: int, now_ms: int) -> int:
+        """Deliver the due messages of one level; how many were delivered."""
+        consume = self.broker.consume
+        if consume is None:
+            return 0
+        queue_id = level - 1
+        delay_ms = DELAY_LEVELS_S[level - 1] * 1000
+        delivered = 0
+        start = self.offsets.get(level, 0)
+        offset = max(start, consume.min_offset_in_queue(SCHEDULE_TOPIC, queue_id))
+        try:
+            while found := consume.get_message(SCHEDULE_TOPIC, queue_id, offset, BATCH).messages:
+                for data in found:
+                    start = PHYSICALOFFSET_POS
+                    physical = int.from_bytes(data[start : start + 8], "big", signed=True)
+                    record = decode_record(data, 0, base_offset=physical)
+                    if record.store_timestamp + delay_ms > now_ms:
+                        return delivered
+                    if not await self._deliver(level, record):
+                        return delivered  # tried again next round
+                    delivered += 1
+                    offset = record.queue_offset + 1
+        finally:
+            self.offsets[level] = offset
+        return delivered
+
+    async def _deliver(self, level: int, record: CommitLogRecord) -> bool:
+        """Put `record` under its real topic; False when the store refused it for now."""
+        message = delivery_record(record)
+        if message is None:
+            log.warning("delayed_message_malformed", level=level, offset=record.physical_offset)
+            return True  # skipped: it can never be delivered
+        result = await self.broker.store.put_message(message)
+        if result.status in _DELIVERED:
+            return True
+        log.warning("delayed_delivery_failed", level=level, status=result.status.name)
+        return False
+
+    async def save(self) -> None:
+        if self.path is None or self.offsets == self._saved:
+            return
+        payload = {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}}
+        try:
+            await trio.to_thread.run_sync(write_json_atomically, self.path, payload)
+        except OSError as exc:
+            if not self._failing:  # one event per failing spell (a full disk)
+                self._failing = True
+                log.error("delay_offsets_persist_failed", file=str(self.path), error=str(exc))
+            return
+        self._failing = False
+        self._saved = dict(self.offsets)
+
+
+def trio_now_ms() -> int:
+    """Wall-clock milliseconds, the clock store timestamps use."""
+    return time.time_ns() // 1_000_000
