@@ -152,6 +152,39 @@ class ConsumeQueue:
         self.max_physical_offset = physical_offset + size
         return True
 
+    def append_run(self, units: list[tuple[int, int, int, int]]) -> bool:
+        """Append units (queue offset, physical offset, size, tags code) that follow each other
+        from `max_logic_offset`, one pwrite per file; anything else goes through `append`.
+        True if any unit was written."""
+        written = False
+        index = 0
+        while index < len(units):
+            queue_offset = units[index][0]
+            if queue_offset != self.max_logic_offset or self.max_logic_offset == 0:
+                written |= self.append(*units[index])
+                index += 1
+                continue
+            byte_pos = queue_offset * CQ_STORE_UNIT_SIZE
+            base = byte_pos - byte_pos % self.file_size
+            room = (base + self.file_size - byte_pos) // CQ_STORE_UNIT_SIZE
+            run = [units[index]]
+            while (
+                len(run) < room
+                and index + len(run) < len(units)
+                and units[index + len(run)][0] == queue_offset + len(run)
+            ):
+                run.append(units[index + len(run)])
+            fd = self._fd(base, create=True)
+            assert fd is not None
+            data = b"".join(CQ_UNIT.pack(p, z, t) for _, p, z, t in run)
+            os.pwrite(fd, data, byte_pos - base)
+            last = run[-1]
+            self.max_logic_offset = last[0] + 1
+            self.max_physical_offset = last[1] + last[2]
+            written = True
+            index += len(run)
+        return written
+
     def flush(self) -> None:
         for fd in self._fds.values():
             os.fdatasync(fd)

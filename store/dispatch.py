@@ -184,29 +184,35 @@ class ReputMessageService:
         return self._dispatch_from_log(noted)
 
     def _dispatch_pending(self) -> bool:
+        """Write the units of the pending records the readable end has passed: one pwrite per
+        queue and file for a pass. The records leave `_pending` only once written, so a failed
+        write is simply done again (appends skip units already there)."""
         limit = self.reader.durable_offset()
         pending = self._pending
-        find = self.table.find
-        changed: dict[tuple[str, int], int] = {}
+        runs: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
         count = 0
-        try:
-            while pending and count < DISPATCH_BATCH:
-                physical, size, topic, queue_id, queue_offset, code, enters = pending[0]
-                if physical + size > limit:
-                    break
-                if enters:
-                    queue = find(topic, queue_id)
-                    if queue.append(queue_offset, physical, size, code):
-                        changed[topic, queue_id] = queue.max_logic_offset
-                pending.popleft()  # only once its unit is written: a failed write is retried
-                self.reput_from_offset = physical + size
-                count += 1
-        finally:
-            if count:
-                self._dispatched_since_save = True
-            for (topic, queue_id), max_offset in changed.items():
-                self._notify(topic, queue_id, max_offset)
-        return count > 0
+        for physical, size, topic, queue_id, queue_offset, code, enters in pending:
+            if count == DISPATCH_BATCH or physical + size > limit:
+                break
+            count += 1
+            if enters:
+                runs.setdefault((topic, queue_id), []).append((queue_offset, physical, size, code))
+        if not count:
+            return False
+        find = self.table.find
+        changed = []
+        for (topic, queue_id), units in runs.items():
+            queue = find(topic, queue_id)
+            if queue.append_run(units):
+                changed.append((topic, queue_id, queue.max_logic_offset))
+        for _ in range(count - 1):
+            pending.popleft()
+        physical, size = pending.popleft()[:2]
+        self.reput_from_offset = physical + size
+        self._dispatched_since_save = True
+        for topic, queue_id, max_offset in changed:
+            self._notify(topic, queue_id, max_offset)
+        return True
 
     def _dispatch_from_log(self, stop: int | None) -> bool:
         records = self.reader.iter_records(
