@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import pathlib
 import subprocess
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from rocketmq.client import Message, Producer, SendStatus
 
 from protocol.compression import decompress_body
@@ -62,22 +59,6 @@ def make_message(index: int, body: bytes) -> Message:
     msg.set_property("seq", str(index))
     msg.set_body(body)
     return msg
-
-
-@pytest.fixture
-def client_home(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
-    """HOME for the client's logs (`~/logs/rocketmq-cpp`), restored afterwards."""
-    home = tmp_path / "home"
-    home.mkdir()
-    saved = os.environ.get("HOME")
-    os.environ["HOME"] = str(home)
-    try:
-        yield home
-    finally:
-        if saved is None:
-            del os.environ["HOME"]
-        else:
-            os.environ["HOME"] = saved
 
 
 def produce(port: int) -> tuple[list[Any], Any]:

@@ -10,13 +10,10 @@ ones are not delivered again beyond the last commit window. A C++ pull consumer 
 
 from __future__ import annotations
 
-import os
 import pathlib
 import threading
 import time
-from collections.abc import Iterator
 
-import pytest
 from rocketmq.client import Message, Producer, PullConsumer, PushConsumer, RecvMessage, SendStatus
 
 from tests.daemon import Daemon
@@ -32,22 +29,6 @@ def body_of(index: int) -> bytes:
     if index % COMPRESSED_EVERY == 0:
         return (f"large-{index}-".encode() * 1024)[: 8 * 1024]
     return f"body-{index}".encode()
-
-
-@pytest.fixture
-def client_home(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
-    """HOME for the client's logs (`~/logs/rocketmq-cpp`), restored afterwards."""
-    home = tmp_path / "home"
-    home.mkdir()
-    saved = os.environ.get("HOME")
-    os.environ["HOME"] = str(home)
-    try:
-        yield home
-    finally:
-        if saved is None:
-            del os.environ["HOME"]
-        else:
-            os.environ["HOME"] = saved
 
 
 def produce(port: int, indexes: range) -> None:
