@@ -42,6 +42,34 @@ BATCH: Final = 32
 _DELIVERED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
 
 
+def stored_again(
+    record: CommitLogRecord,
+    props: dict[str, str],
+    topic: str,
+    queue_id: int,
+    *,
+    store_host: tuple[str, int],
+    reconsume_times: int,
+) -> MessageExtBrokerInner:
+    """`record` put again under `topic`/`queue_id` with `props` (a delayed delivery, a retry):
+    its body, flags and born fields kept, acknowledged without waiting for the flush."""
+    tags = props.get(MessageConst.TAGS)
+    return MessageExtBrokerInner(
+        topic=topic,
+        queue_id=queue_id,
+        body=record.body or b"",
+        properties_string=encode_properties(props),
+        sys_flag=record.sys_flag,
+        flag=record.flag,
+        born_timestamp=record.born_timestamp,
+        born_host=record.born_host,
+        store_host=store_host,
+        reconsume_times=reconsume_times,
+        wait_store_msg_ok=False,
+        tags_code=java_string_hash(tags) if tags else 0,
+    )
+
+
 def delivery_record(record: CommitLogRecord) -> MessageExtBrokerInner | None:
     """The message to put when `record` (in SCHEDULE_TOPIC_XXXX) is due; None if malformed."""
     props = decode_properties(record.properties)
@@ -50,20 +78,13 @@ def delivery_record(record: CommitLogRecord) -> MessageExtBrokerInner | None:
     if not topic or not queue_text.isdigit() or record.body is None:
         return None
     props.pop(MessageConst.DELAY_TIME_LEVEL, None)
-    tags = props.get(MessageConst.TAGS)
-    return MessageExtBrokerInner(
-        topic=topic,
-        queue_id=int(queue_text),
-        body=record.body,
-        properties_string=encode_properties(props),
-        sys_flag=record.sys_flag,
-        flag=record.flag,
-        born_timestamp=record.born_timestamp,
-        born_host=record.born_host,
+    return stored_again(
+        record,
+        props,
+        topic,
+        int(queue_text),
         store_host=record.store_host,
         reconsume_times=record.reconsume_times,
-        wait_store_msg_ok=False,
-        tags_code=java_string_hash(tags) if tags else 0,
     )
 
 

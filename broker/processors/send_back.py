@@ -16,7 +16,7 @@ from typing import Final
 
 from broker.processors import RequestContext
 from broker.processors.send_checks import DLQ_NUMS_PER_GROUP
-from broker.schedule import DELAY_LEVELS_S
+from broker.schedule import DELAY_LEVELS_S, stored_again
 from broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
     PERM_READ,
@@ -28,9 +28,9 @@ from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.consumer_headers import ConsumerSendMsgBackRequestHeader
 from protocol.errors import HeaderFieldError
-from protocol.properties import MessageConst, decode_properties, encode_properties
+from protocol.properties import MessageConst, decode_properties
 from store.format import CommitLogRecord
-from store.message import MessageExtBrokerInner, encode_host, java_string_hash, offset_msg_id
+from store.message import MessageExtBrokerInner, encode_host, offset_msg_id
 from store.status import PutMessageStatus
 
 #: clients of 3.4.9 and later send their own maxReconsumeTimes
@@ -111,18 +111,11 @@ def _retry_message(
         props[MessageConst.REAL_TOPIC] = real_topic
         props[MessageConst.REAL_QUEUE_ID] = str(real_queue)
         topic, queue_id = SCHEDULE_TOPIC, level - 1
-    tags = props.get(MessageConst.TAGS)
-    return MessageExtBrokerInner(
-        topic=topic,
-        queue_id=queue_id,
-        body=original.body or b"",
-        properties_string=encode_properties(props),
-        sys_flag=original.sys_flag,
-        flag=original.flag,
-        born_timestamp=original.born_timestamp,
-        born_host=original.born_host,
+    return stored_again(
+        original,
+        props,
+        topic,
+        queue_id,
         store_host=store_host,
         reconsume_times=original.reconsume_times + 1,
-        wait_store_msg_ok=False,
-        tags_code=java_string_hash(tags) if tags else 0,
     )
