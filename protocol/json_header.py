@@ -13,6 +13,8 @@ import json
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
+import orjson
+
 from .codes import LanguageCode, SerializeType
 from .command import RemotingCommand
 from .errors import RemotingProtocolError
@@ -21,6 +23,7 @@ _INT32_MIN: Final = -(1 << 31)
 _INT32_MAX: Final = (1 << 31) - 1
 _LANGUAGE_BY_NAME: Final = {member.name: int(member) for member in LanguageCode}
 _LANGUAGE_JSON: Final = {int(member): f'"{member.name}"' for member in LanguageCode}
+_LANGUAGE_NAMES: Final = {int(member): member.name for member in LanguageCode}
 _INT_KEYS: Final = ("code", "version", "opaque", "flag")
 _JSON: Final = SerializeType.JSON
 _JSON_DECODER: Final = json.JSONDecoder()
@@ -30,6 +33,8 @@ _JSON_WHITESPACE: Final = " \t\n\r"
 _ESCAPED_KEYS: Final[dict[str, str]] = {}
 _MAX_ESCAPED_KEYS: Final = 256
 _escape = encode_basestring_ascii
+_orjson_loads = orjson.loads
+_orjson_dumps = orjson.dumps
 
 
 def decode_json_header(header: bytes | bytearray, body: bytes | None) -> RemotingCommand:
@@ -40,16 +45,12 @@ def decode_json_header(header: bytes | bytearray, body: bytes | None) -> Remotin
     language/remark/extFields.
     """
     try:
-        text = header.decode()
-        # The C scanner that json.loads wraps, called directly: 40% faster than json.loads on
-        # bytes. Anything unusual (leading whitespace, trailing garbage) takes the full path.
-        obj, end = _scan_once(text, 0)
-        if end != len(text) and text[end:].strip(_JSON_WHITESPACE):
-            obj = _decode_json(text)
-    except StopIteration:
-        obj = _decode_full(text)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise RemotingProtocolError(f"undecodable JSON header: {exc}") from None
+        # orjson takes the bytes as they are (UTF-8 checked), three times faster than the
+        # stdlib scanner. What it refuses (NaN, integers past 64 bits, lone surrogates ...)
+        # goes the lenient stdlib way, which decides whether the header is acceptable.
+        obj = _orjson_loads(header)
+    except orjson.JSONDecodeError:
+        obj = _decode_lenient(header)
     if type(obj) is not dict:
         raise RemotingProtocolError(f"JSON header is a {type(obj).__name__}, not an object")
     get = obj.get
@@ -87,17 +88,41 @@ def decode_json_header(header: bytes | bytearray, body: bytes | None) -> Remotin
         try:
             "".join(ext_fields.values())  # a C-speed check that every value is a string
         except TypeError:
-            ext_fields = _stringify_ext_fields(ext_fields)
+            # Numbers in extFields (C++ and Node clients) are kept as written, which orjson
+            # does not do for integers past 64 bits: read them with the stdlib decoder.
+            lenient = _decode_lenient(header)["extFields"]
+            ext_fields = _stringify_ext_fields(lenient)
     return RemotingCommand(code, language, version, opaque, flag, remark, ext_fields, body, _JSON)
 
 
 def encode_json_header(command: RemotingCommand) -> bytes:
     """Compact JSON in fastjson's (alphabetical) key order; extFields always present.
 
-    Built by hand around the C string escaper: twice as fast as json.dumps of a dict, and the
-    broker encodes every response. ASCII-only output (non-ASCII escaped), so encode() is a copy.
-    extFields values must be strings (`TypeError` otherwise).
+    ASCII-only output (non-ASCII escaped). orjson writes the common case; text orjson would
+    write as raw UTF-8 or refuses (a lone surrogate) is built by hand around the stdlib
+    escaper instead. extFields values must be strings.
     """
+    header: dict[str, object] = {
+        "code": command.code,
+        "extFields": command.ext_fields,
+        "flag": command.flag,
+        "language": _LANGUAGE_NAMES.get(command.language, command.language),
+        "opaque": command.opaque,
+    }
+    if command.remark is not None:
+        header["remark"] = command.remark
+    header["serializeTypeCurrentRPC"] = "JSON"
+    header["version"] = command.version
+    try:
+        encoded = _orjson_dumps(header)
+    except orjson.JSONEncodeError:
+        return _encode_escaped(command)
+    return encoded if encoded.isascii() else _encode_escaped(command)
+
+
+def _encode_escaped(command: RemotingCommand) -> bytes:
+    """`encode_json_header` by hand: every non-ASCII character escaped (`TypeError` for a
+    value that is not a string)."""
     keys = _ESCAPED_KEYS
     fields = ",".join(
         [(keys.get(k) or _escape_key(k)) + _escape(v) for k, v in command.ext_fields.items()]
@@ -120,6 +145,21 @@ def _escape_key(key: str) -> str:
     if len(_ESCAPED_KEYS) < _MAX_ESCAPED_KEYS:
         _ESCAPED_KEYS[key] = escaped
     return escaped
+
+
+def _decode_lenient(header: bytes | bytearray) -> Any:
+    try:
+        text = header.decode()
+        # The C scanner that json.loads wraps, called directly; anything unusual (leading
+        # whitespace, trailing garbage) takes the full path.
+        obj, end = _scan_once(text, 0)
+        if end != len(text) and text[end:].strip(_JSON_WHITESPACE):
+            obj = _decode_json(text)
+    except StopIteration:
+        obj = _decode_full(text)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise RemotingProtocolError(f"undecodable JSON header: {exc}") from None
+    return obj
 
 
 def _decode_full(text: str) -> Any:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 from hypothesis import given, settings
 
+from protocol import json_header
 from protocol.codes import MQ_VERSION, LanguageCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.errors import RemotingProtocolError
@@ -152,3 +154,34 @@ def test_make_response_mirrors_opaque_and_serialize_type() -> None:
     assert response.ext_fields == {}
     assert response.body is None
     assert response.is_response and not response.is_oneway
+
+
+@pytest.mark.parametrize(
+    ("text", "ext_fields"),
+    [
+        # Beyond what the fast decoder takes: a 100-bit number, NaN in a key nobody reads.
+        (
+            '{"code":10,"extFields":{"big":1267650600228229401496703205376}}',
+            {"big": "1267650600228229401496703205376"},
+        ),
+        ('{"code":10,"extFields":{"a":"b"},"x":NaN}', {"a": "b"}),
+    ],
+)
+def test_headers_the_fast_decoder_refuses_are_decoded_leniently(
+    text: str, ext_fields: dict[str, str]
+) -> None:
+    cmd = decode(text)
+    assert (cmd.code, cmd.ext_fields) == (10, ext_fields)
+
+
+@given(commands(SerializeType.JSON))
+@settings(max_examples=150)
+def test_fast_and_lenient_decoders_agree(cmd: RemotingCommand) -> None:
+    header = encode_json_header(cmd)
+    assert orjson.loads(header) == json_header._decode_lenient(header)
+
+
+@given(commands(SerializeType.JSON))
+@settings(max_examples=150)
+def test_fast_encoder_writes_what_the_escaping_encoder_writes(cmd: RemotingCommand) -> None:
+    assert encode_json_header(cmd) == json_header._encode_escaped(cmd)
