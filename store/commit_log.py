@@ -8,7 +8,7 @@ Only the store's single writer task calls `put`; nothing here takes a lock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from store.allocate import AllocateMappedFileService
 from store.format import (
@@ -25,8 +25,7 @@ from store.mapped_file_queue import MappedFileQueue
 from store.status import AppendMessageStatus, PutMessageStatus
 
 
-@dataclass(frozen=True, slots=True)
-class Appended:
+class Appended(NamedTuple):
     """Where the writer put a batch: first record's offset, first queue offset, store time."""
 
     wrote_offset: int

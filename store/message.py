@@ -11,7 +11,7 @@ import ipaddress
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Final
+from typing import Final, NamedTuple
 
 from store.status import AppendMessageStatus, PutMessageStatus
 
@@ -90,8 +90,7 @@ class MessageExtBrokerInner:
     tags_code: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class AppendMessageResult:
+class AppendMessageResult(NamedTuple):
     """Where a put landed: first offset, bytes, one offset msg id per record, queue offset."""
 
     status: AppendMessageStatus
@@ -108,8 +107,7 @@ class AppendMessageResult:
         return ",".join(self.msg_ids)
 
 
-@dataclass(frozen=True, slots=True)
-class PutMessageResult:
+class PutMessageResult(NamedTuple):
     """The outcome of a put: a status, and where it was appended when it was."""
 
     status: PutMessageStatus

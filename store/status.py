@@ -26,6 +26,10 @@ class PutMessageStatus(enum.Enum):
     # Not in RocketMQ: the bounded writer channel is full (the broker answers SYSTEM_BUSY).
     WRITER_QUEUE_FULL = "WRITER_QUEUE_FULL"
 
+    # Members are singletons compared by identity, so the identity hash is a correct one, and
+    # a C one: Enum's own hashes the name in Python, on every status lookup of every put.
+    __hash__ = object.__hash__
+
 
 class AppendMessageStatus(enum.Enum):
     """What one append into a segment produced (RocketMQ `AppendMessageStatus`)."""

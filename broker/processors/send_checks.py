@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from broker.context import BrokerContext
 from broker.processors import RequestContext
@@ -127,8 +127,7 @@ def check_queue_id(queue_id: int, topic_config: TopicConfig, ctx: RequestContext
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Destination:
+class Destination(NamedTuple):
     """Where a single message goes after the retry/DLQ decision."""
 
     topic: str
