@@ -24,13 +24,19 @@ Exposed families (all prefixed `rmq_broker_`):
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Protocol
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from store import status
@@ -142,6 +148,67 @@ class _StoreCollector(Collector):
         return iter(())
 
 
+class _PutCollector(Collector):
+    """The put counters and the put latency histogram as plain numbers, turned into metric
+    families when Prometheus scrapes.
+
+    Every send updates them, so they cost a dict hit, two additions and a bisect there: a
+    prometheus_client child takes a lock per update. Only the event loop's thread writes; the
+    scrape thread reads copies taken in one C call each, which the GIL keeps whole.
+    """
+
+    def __init__(self) -> None:
+        #: (topic, status name) -> [messages, body bytes]
+        self.puts: dict[tuple[str, str], list[int]] = {}
+        #: per bucket of PUT_LATENCY_BUCKETS, then +Inf (not cumulative)
+        self.latency_counts = [0] * (len(PUT_LATENCY_BUCKETS) + 1)
+        self.latency_sum = 0.0
+
+    def record(
+        self, topic: str, status_name: str, body_bytes: int, latency_s: float, messages: int
+    ) -> None:
+        counts = self.puts.get((topic, status_name))
+        if counts is None:
+            counts = self.puts[(topic, status_name)] = [0, 0]
+        counts[0] += messages
+        counts[1] += body_bytes
+        self.latency_counts[bisect_left(PUT_LATENCY_BUCKETS, latency_s)] += 1
+        self.latency_sum += latency_s
+
+    def collect(self) -> Iterator[Metric]:
+        puts = list(self.puts.items())
+        messages = CounterMetricFamily(
+            f"{NAMESPACE}_put_messages",
+            "Messages put, by topic and PutMessageStatus.",
+            labels=["topic", "status"],
+        )
+        body_bytes = CounterMetricFamily(
+            f"{NAMESPACE}_put_bytes",
+            "Body bytes put, by topic and PutMessageStatus.",
+            labels=["topic", "status"],
+        )
+        for (topic, status_name), (count, size) in puts:
+            messages.add_metric([topic, status_name], count)
+            body_bytes.add_metric([topic, status_name], size)
+        yield messages
+        yield body_bytes
+        counts = list(self.latency_counts)
+        cumulative = 0
+        buckets = []
+        for bound, count in zip((*map(repr, PUT_LATENCY_BUCKETS), "+Inf"), counts, strict=True):
+            cumulative += count
+            buckets.append((bound, float(cumulative)))
+        yield HistogramMetricFamily(
+            f"{NAMESPACE}_put_latency_seconds",
+            "Send request decoded to store answer.",
+            buckets=buckets,
+            sum_value=self.latency_sum,
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
 def _flag_state(flags: RunningFlagsView | int) -> tuple[int, bool]:
     """(bits, writeable); bare bits are judged by the store's own rule, not a copy of it."""
     if isinstance(flags, int):
@@ -158,34 +225,15 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
 class BrokerMetrics:
     """The broker's metrics; the `record_*` methods are cheap enough for the send path.
 
-    Labelled children are cached per label tuple: `Counter.labels()` takes a lock and builds a
-    key on every call, a dict hit does not.
+    The put figures, updated on every send, are plain numbers (`_PutCollector`); the rare
+    events use prometheus_client's metrics, their labelled children cached per label.
     """
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         reg = self.registry
-        self._puts = Counter(
-            "put_messages",
-            "Messages put, by topic and PutMessageStatus.",
-            ["topic", "status"],
-            namespace=NAMESPACE,
-            registry=reg,
-        )
-        self._put_bytes = Counter(
-            "put_bytes",
-            "Body bytes put, by topic and PutMessageStatus.",
-            ["topic", "status"],
-            namespace=NAMESPACE,
-            registry=reg,
-        )
-        self._put_latency = Histogram(
-            "put_latency_seconds",
-            "Send request decoded to store answer.",
-            namespace=NAMESPACE,
-            registry=reg,
-            buckets=PUT_LATENCY_BUCKETS,
-        )
+        self._puts = _PutCollector()
+        reg.register(self._puts)
         self._flush_latency = Histogram(
             "flush_latency_seconds",
             "One msync/fdatasync of the commit log.",
@@ -203,7 +251,6 @@ class BrokerMetrics:
         self._connections = Gauge(
             "open_connections", "Client connections open now.", namespace=NAMESPACE, registry=reg
         )
-        self._put_children: dict[tuple[str, str], tuple[Counter, Counter]] = {}
         self._busy_children: dict[str, Counter] = {}
         self._store_collector: _StoreCollector | None = None
 
@@ -223,13 +270,7 @@ class BrokerMetrics:
         self, topic: str, status: str, body_bytes: int, latency_s: float, messages: int = 1
     ) -> None:
         """Count one put (a batch counts `messages`) and its latency; status is the enum name."""
-        children = self._put_children.get((topic, status))
-        if children is None:
-            children = (self._puts.labels(topic, status), self._put_bytes.labels(topic, status))
-            self._put_children[(topic, status)] = children
-        children[0].inc(messages)
-        children[1].inc(body_bytes)
-        self._put_latency.observe(latency_s)
+        self._puts.record(topic, status, body_bytes, latency_s, messages)
 
     def record_flush(self, latency_s: float) -> None:
         """Observe the duration of one flush of the commit log."""

@@ -329,13 +329,20 @@ class SendMessageProcessor:
         metrics = ctx.broker.metrics
         if metrics is not None:
             elapsed = trio.current_time() - started
-            body_bytes = sum(len(r.body) for r in records)
-            metrics.record_put(topic, status.name, body_bytes, elapsed, messages=len(records))
+            if len(records) == 1:
+                body_bytes = len(records[0].body)
+            else:
+                body_bytes = sum(len(r.body) for r in records)
+            metrics.record_put(
+                topic, _STATUS_NAMES[status], body_bytes, elapsed, messages=len(records)
+            )
             busy_reason = _BUSY_REASONS.get(status)
             if busy_reason is not None:
                 metrics.record_system_busy(busy_reason)
 
 
+#: Enum's `name` is a Python-level property; the send path reads it for every put
+_STATUS_NAMES: Final = {member: member.name for member in PutMessageStatus}
 #: statuses that mean flow control (the writer is full or stuck), by busy-counter reason
 _BUSY_REASONS: Final = {
     PutMessageStatus.WRITER_QUEUE_FULL: "writer_queue_full",
