@@ -46,7 +46,7 @@ _conn_ids = itertools.count(1)
 class Dispatcher:
     """Request code -> processor; unknown codes and processor failures become responses.
 
-    Every refusal (a response with an error code) is logged once through `RefusalLog`.
+    `refusals` is shared by the connections, which log every answer with an error code there.
     """
 
     def __init__(self, processors: Mapping[int, RequestProcessor]) -> None:
@@ -77,8 +77,6 @@ class Dispatcher:
             except Exception as exc:
                 log.exception("processor_failed", code=RequestCode.name_of(request.code))
                 return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
-        if response is not None and response.code != ResponseCode.SUCCESS:
-            self.refusals.refused(ctx.remote, request.code, response.code, response.remark)
         return response
 
     def submit(self, request: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
@@ -90,19 +88,14 @@ class Dispatcher:
         processor = self.inline.get(request.code)
         if processor is None:
             return False
-        refusals = self.refusals
-
-        def answer(request: RemotingCommand, response: RemotingCommand | None) -> None:
-            if response is not None and response.code != ResponseCode.SUCCESS:
-                refusals.refused(ctx.remote, request.code, response.code, response.remark)
-            respond(request, response)
-
         try:
-            return processor.submit(request, ctx, answer)
+            return processor.submit(request, ctx, respond)
         except Exception as exc:
             # The processor raised before handing the request on, so it has not answered.
             log.exception("processor_failed", code=RequestCode.name_of(request.code))
-            answer(request, request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc)))
+            respond(
+                request, request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
+            )
             return True
 
 
@@ -138,7 +131,9 @@ class Connection:
         self.inflight = 0
         self.requests = 0
         self.close_reason = "peer_closed"
-        self._slots = trio.Semaphore(config.max_inflight_per_connection)
+        self._max_inflight = config.max_inflight_per_connection
+        # The read loop parks here when `max_inflight` requests are running.
+        self._slot_spot = ParkingSpot()
         self._read_scope = trio.CancelScope()
         self._last_receive = 0.0
         # Encoded responses waiting for the writer, and the writer when it is parked.
@@ -195,7 +190,7 @@ class Connection:
         dispatcher = self.dispatcher
         ctx = self.ctx
         respond = self._respond
-        slots = self._slots
+        max_inflight = self._max_inflight
         current_time = trio.current_time
         while True:
             try:
@@ -217,17 +212,15 @@ class Connection:
                 if command.is_response:
                     log.info("unexpected_response", opaque=command.opaque, code=command.code)
                     continue
-                try:
-                    # No checkpoint per frame: a burst of frames is taken together.
-                    slots.acquire_nowait()
-                except trio.WouldBlock:
-                    await slots.acquire()  # past the in-flight limit: stop reading here
+                # No checkpoint per frame: a burst of frames is taken together.
+                while self.inflight >= max_inflight:
+                    await self._slot_spot.park()  # past the in-flight limit: stop reading here
                 self.inflight += 1
                 self.requests += 1
                 if self.access is not None:
                     refusal = self.access.check(command, ctx.remote)
                     if refusal is not None:
-                        respond(command, refusal)
+                        self._answer(command, refusal)  # the validator logged it
                         continue
                 if not dispatcher.submit(command, ctx, respond):
                     nursery.start_soon(self._handle, command)
@@ -240,6 +233,17 @@ class Connection:
             self._respond(request, response)
 
     def _respond(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        """Log a refusal (an error code), then `_answer`; never raises."""
+        if response is not None and response.code:
+            try:
+                self.dispatcher.refusals.refused(
+                    self.ctx.remote, request.code, response.code, response.remark
+                )
+            except Exception:
+                log.exception("refusal_log_failed")
+        self._answer(request, response)
+
+    def _answer(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
         """Queue `response` for the writer and free the request's slot; never raises."""
         try:
             if response is not None and not request.is_oneway and not self._write_failed:
@@ -248,7 +252,7 @@ class Connection:
             log.exception("response_encode_failed", code=RequestCode.name_of(request.code))
         finally:
             self.inflight -= 1
-            self._slots.release()
+            self._slot_spot.wake()
             self._wake_writer()
 
     def _wake_writer(self) -> None:
