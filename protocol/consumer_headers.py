@@ -1,16 +1,21 @@
 """Typed headers of the consumer, offset, route and client-lifecycle requests.
 
-These are off the send hot path, so they share one table-driven codec: each class lists its
-wire fields as `(wire name, kind, required)`; the attribute is the snake_case of the wire name.
-Re-exported by `headers.py`, which is where callers import them from.
+These are off the send hot path, so they share one codec driven by the dataclass fields: the wire
+name is the attribute in camelCase (`wire_name` where upstream spells it otherwise), the kind
+comes from the annotation (`Long` for a Java long, plain `int` for a Java int) and a field
+without a default is required. Re-exported by `headers.py`, which is where callers import them
+from.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import types
+import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Self
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, Self
 
 from ._fields import bool_text, parse_bool, parse_int, parse_long
 from .errors import HeaderFieldError
@@ -19,31 +24,60 @@ STR: Final = "str"
 INT: Final = "int"
 LONG: Final = "long"
 BOOL: Final = "bool"
+#: a Java `long` field; a plain `int` is a Java `int`, range-checked as int32
+Long = Annotated[int, LONG]
 _PARSERS: Final[dict[str, Callable[[str, str], object]]] = {
     STR: lambda _field, text: text,
     INT: parse_int,
     LONG: parse_long,
     BOOL: lambda _field, text: parse_bool(text),
 }
-_Spec = tuple[tuple[str, str, str, bool], ...]  # attribute, wire name, kind, required
+_KINDS: Final[dict[object, str]] = {str: STR, int: INT, bool: BOOL}
+WireFields = tuple[tuple[str, str, str, bool], ...]  # attribute, wire name, kind, required
 
 
-def _spec(*fields: tuple[str, str, bool]) -> _Spec:
-    return tuple(
-        (re.sub(r"(?<!^)(?=[A-Z])", "_", wire).lower(), wire, kind, required)
-        for wire, kind, required in fields
-    )
+def wire_name(name: str) -> Any:
+    """Field metadata for a wire name that is not the camelCase of the attribute."""
+    return field(metadata={"wire": name})
+
+
+def wire_fields(cls: type) -> WireFields:
+    """(attribute, wire name, kind, required) of each field of the header dataclass `cls`."""
+    spec = _WIRE_FIELDS.get(cls)
+    if spec is None:
+        spec = _WIRE_FIELDS[cls] = _derive_wire_fields(cls)
+    return spec
+
+
+_WIRE_FIELDS: Final[dict[type, WireFields]] = {}
+
+
+def _derive_wire_fields(cls: type) -> WireFields:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    spec = []
+    for f in dataclasses.fields(cls):
+        wire = f.metadata.get("wire") or re.sub(r"_([a-z])", lambda m: m[1].upper(), f.name)
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        spec.append((f.name, wire, _kind_of(hints[f.name]), required))
+    return tuple(spec)
+
+
+def _kind_of(hint: Any) -> str:
+    if isinstance(hint, types.UnionType):  # `X | None`
+        (hint,) = [arg for arg in hint.__args__ if arg is not type(None)]
+    if typing.get_origin(hint) is Annotated:
+        return str(hint.__metadata__[0])
+    return _KINDS[hint]
 
 
 class _ExtFieldsHeader:
     __slots__ = ()
-    WIRE_FIELDS: ClassVar[_Spec] = ()
 
     @classmethod
     def from_ext_fields(cls, ext_fields: Mapping[str, str]) -> Self:
         """Parse the wire fields; `HeaderFieldError` names a missing or malformed one."""
         values: dict[str, Any] = {}
-        for attribute, wire, kind, is_required in cls.WIRE_FIELDS:
+        for attribute, wire, kind, is_required in wire_fields(cls):
             text = ext_fields.get(wire)
             if text is None:
                 if is_required:
@@ -54,7 +88,7 @@ class _ExtFieldsHeader:
 
     def to_ext_fields(self) -> dict[str, str]:
         result: dict[str, str] = {}
-        for attribute, wire, _kind, _required in self.WIRE_FIELDS:
+        for attribute, wire, _kind, _required in wire_fields(type(self)):
             value = getattr(self, attribute)
             if value is not None:
                 result[wire] = bool_text(value) if isinstance(value, bool) else str(value)
@@ -66,41 +100,22 @@ class PullMessageRequestHeader(_ExtFieldsHeader):
     consumer_group: str
     topic: str
     queue_id: int
-    queue_offset: int
+    queue_offset: Long
     max_msg_nums: int
     sys_flag: int
-    commit_offset: int
-    suspend_timeout_millis: int
-    sub_version: int
+    commit_offset: Long
+    suspend_timeout_millis: Long
+    sub_version: Long
     subscription: str | None = None
     expression_type: str | None = None
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(
-        ("consumerGroup", STR, True),
-        ("topic", STR, True),
-        ("queueId", INT, True),
-        ("queueOffset", LONG, True),
-        ("maxMsgNums", INT, True),
-        ("sysFlag", INT, True),
-        ("commitOffset", LONG, True),
-        ("suspendTimeoutMillis", LONG, True),
-        ("subVersion", LONG, True),
-        ("subscription", STR, False),
-        ("expressionType", STR, False),
-    )
 
 
 @dataclass(frozen=True, slots=True)
 class PullMessageResponseHeader(_ExtFieldsHeader):
-    suggest_which_broker_id: int
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(
-        ("suggestWhichBrokerId", LONG, True),
-        ("nextBeginOffset", LONG, True),
-        ("minOffset", LONG, True),
-        ("maxOffset", LONG, True),
-    )
+    suggest_which_broker_id: Long
+    next_begin_offset: Long
+    min_offset: Long
+    max_offset: Long
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,15 +123,6 @@ class QueryConsumerOffsetRequestHeader(_ExtFieldsHeader):
     consumer_group: str
     topic: str
     queue_id: int
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(
-        ("consumerGroup", STR, True), ("topic", STR, True), ("queueId", INT, True)
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class QueryConsumerOffsetResponseHeader(_ExtFieldsHeader):
-    offset: int
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(("offset", LONG, True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,33 +130,28 @@ class UpdateConsumerOffsetRequestHeader(_ExtFieldsHeader):
     consumer_group: str
     topic: str
     queue_id: int
-    commit_offset: int
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(
-        ("consumerGroup", STR, True),
-        ("topic", STR, True),
-        ("queueId", INT, True),
-        ("commitOffset", LONG, True),
-    )
+    commit_offset: Long
 
 
 @dataclass(frozen=True, slots=True)
 class GetConsumerListByGroupRequestHeader(_ExtFieldsHeader):
     consumer_group: str
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(("consumerGroup", STR, True))
 
 
 @dataclass(frozen=True, slots=True)
-class GetMaxOffsetRequestHeader(_ExtFieldsHeader):
+class _QueueRequestHeader(_ExtFieldsHeader):
     topic: str
     queue_id: int
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(("topic", STR, True), ("queueId", INT, True))
 
 
 @dataclass(frozen=True, slots=True)
-class GetMinOffsetRequestHeader(_ExtFieldsHeader):
-    topic: str
-    queue_id: int
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(("topic", STR, True), ("queueId", INT, True))
+class GetMaxOffsetRequestHeader(_QueueRequestHeader):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class GetMinOffsetRequestHeader(_QueueRequestHeader):
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,16 +160,17 @@ class SearchOffsetByTimestampRequestHeader(_ExtFieldsHeader):
 
     topic: str
     queue_id: int
-    timestamp: int
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(
-        ("topic", STR, True), ("queueId", INT, True), ("timestamp", LONG, True)
-    )
+    timestamp: Long
 
 
 @dataclass(frozen=True, slots=True)
 class _OffsetResponseHeader(_ExtFieldsHeader):
-    offset: int
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(("offset", LONG, True))
+    offset: Long
+
+
+@dataclass(frozen=True, slots=True)
+class QueryConsumerOffsetResponseHeader(_OffsetResponseHeader):
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,22 +190,13 @@ class SearchOffsetByTimestampResponseHeader(_OffsetResponseHeader):
 
 @dataclass(frozen=True, slots=True)
 class ConsumerSendMsgBackRequestHeader(_ExtFieldsHeader):
-    offset: int
+    offset: Long
     group: str
     delay_level: int
     origin_msg_id: str | None = None
     origin_topic: str | None = None
     unit_mode: bool = False
     max_reconsume_times: int | None = None
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(
-        ("offset", LONG, True),
-        ("group", STR, True),
-        ("delayLevel", INT, True),
-        ("originMsgId", STR, False),
-        ("originTopic", STR, False),
-        ("unitMode", BOOL, False),
-        ("maxReconsumeTimes", INT, False),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,17 +205,10 @@ class GetRouteInfoRequestHeader(_ExtFieldsHeader):
 
     topic: str
     accept_standard_json_only: bool | None = None
-    WIRE_FIELDS: ClassVar[_Spec] = _spec(
-        ("topic", STR, True), ("acceptStandardJsonOnly", BOOL, False)
-    )
 
 
 @dataclass(frozen=True, slots=True)
 class UnregisterClientRequestHeader(_ExtFieldsHeader):
-    client_id: str
+    client_id: str = wire_name("clientID")
     producer_group: str | None = None
     consumer_group: str | None = None
-    WIRE_FIELDS: ClassVar[_Spec] = (
-        ("client_id", "clientID", STR, True),
-        *_spec(("producerGroup", STR, False), ("consumerGroup", STR, False)),
-    )

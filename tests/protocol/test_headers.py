@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.codes import RequestCode, ResponseCode
+from protocol.consumer_headers import wire_fields
 from protocol.errors import HeaderFieldError
 from protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -100,7 +101,7 @@ _KIND_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
 def header_strategy(cls: type[Any]) -> st.SearchStrategy[Any]:
     defaults = {f.name: f.default for f in fields(cls)}
     kwargs = {}
-    for attribute, _wire, kind, required in cls.WIRE_FIELDS:
+    for attribute, _wire, kind, required in wire_fields(cls):
         strategy = _KIND_STRATEGIES[kind]
         nullable = not required and defaults[attribute] is None
         kwargs[attribute] = st.none() | strategy if nullable else strategy
@@ -141,9 +142,9 @@ def test_other_headers_round_trip(cls: type[Any]) -> None:
 @pytest.mark.parametrize("cls", OTHER_HEADERS, ids=lambda c: c.__name__)
 def test_other_headers_name_each_missing_required_field(cls: type[Any]) -> None:
     values = {"str": "x", "int": "1", "long": "2", "bool": "true"}
-    full = {wire: values[kind] for _a, wire, kind, _r in cls.WIRE_FIELDS}
+    full = {wire: values[kind] for _a, wire, kind, _r in wire_fields(cls)}
     cls.from_ext_fields(full)
-    for _attribute, wire, _kind, required in cls.WIRE_FIELDS:
+    for _attribute, wire, _kind, required in wire_fields(cls):
         partial = {k: v for k, v in full.items() if k != wire}
         if required:
             with pytest.raises(HeaderFieldError, match=f"the custom field {wire} is null"):
@@ -290,3 +291,36 @@ def test_unregister_client_id_wire_name() -> None:
     )
     assert header == UnregisterClientRequestHeader("1.2.3.4@1", "", "g")
     assert header.to_ext_fields()["clientID"] == "1.2.3.4@1"
+
+
+def test_wire_fields_follow_upstream_names_and_java_types() -> None:
+    assert wire_fields(PullMessageRequestHeader) == (
+        ("consumer_group", "consumerGroup", "str", True),
+        ("topic", "topic", "str", True),
+        ("queue_id", "queueId", "int", True),
+        ("queue_offset", "queueOffset", "long", True),
+        ("max_msg_nums", "maxMsgNums", "int", True),
+        ("sys_flag", "sysFlag", "int", True),
+        ("commit_offset", "commitOffset", "long", True),
+        ("suspend_timeout_millis", "suspendTimeoutMillis", "long", True),
+        ("sub_version", "subVersion", "long", True),
+        ("subscription", "subscription", "str", False),
+        ("expression_type", "expressionType", "str", False),
+    )
+    assert wire_fields(UnregisterClientRequestHeader)[0] == ("client_id", "clientID", "str", True)
+    assert [kind for _a, _w, kind, _r in wire_fields(ConsumerSendMsgBackRequestHeader)] == [
+        "long",
+        "str",
+        "int",
+        "str",
+        "str",
+        "bool",
+        "int",
+    ]
+
+
+def test_an_int_field_refuses_what_only_a_long_holds() -> None:
+    ext = {"consumerGroup": "g", "topic": "t", "queueId": "1", "commitOffset": str(1 << 40)}
+    assert UpdateConsumerOffsetRequestHeader.from_ext_fields(ext).commit_offset == 1 << 40
+    with pytest.raises(HeaderFieldError, match="queueId"):
+        UpdateConsumerOffsetRequestHeader.from_ext_fields({**ext, "queueId": str(1 << 40)})
