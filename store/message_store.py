@@ -94,7 +94,11 @@ class DefaultMessageStore:
         self.sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         queue = self.mapped_file_queue
         self.group_commit = GroupCommitService(
-            queue, flusher, self._on_flushed, self._on_flush_failed
+            queue,
+            flusher,
+            self._on_flushed,
+            self._on_flush_failed,
+            max_gather_s=config.group_commit_max_gather_us / 1_000_000,
         )
         self.flush_real_time = FlushRealTimeService(
             config, queue, flusher, self._on_flushed, self._on_flush_failed
