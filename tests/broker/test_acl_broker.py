@@ -7,6 +7,7 @@ import pathlib
 
 import pytest
 import trio
+from structlog.testing import capture_logs
 
 from broker.client import Message, SendError, SessionCredentials, open_producer
 from broker.config import ConfigError
@@ -79,3 +80,23 @@ def test_acl_enable_needs_a_file(tmp_path: pathlib.Path) -> None:
         make_config(tmp_path, acl_enable=True)
     config = make_config(tmp_path, acl_enable="true", acl_file="/etc/acl.yml")
     assert config.acl_enable and config.acl_file == "/etc/acl.yml"
+
+
+async def test_an_acl_refusal_is_logged_by_the_validator_alone(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL)
+    config = make_config(tmp_path / "store", acl_enable=True, acl_file=str(acl_file))
+    broker = await start_broker(nursery, config)
+    with capture_logs() as logs:
+        async with open_producer("127.0.0.1", broker.port, credentials=GOOD) as producer:
+            with pytest.raises(SendError):
+                await producer.send(Message("Audit", b"no-permission"))
+            await producer.send(Message("Orders", b"creates-the-topic"))
+            with pytest.raises(SendError):
+                await producer.send(Message("Orders", b"no-such-queue", queue_id=1000))
+    events = [e["event"] for e in logs if e["event"] in ("acl_denied", "request_refused")]
+    # The ACL refusal is the validator's event; the processor's refusal is the connection's.
+    assert events == ["acl_denied", "request_refused"]
+    await broker.stop()
