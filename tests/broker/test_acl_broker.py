@@ -13,7 +13,7 @@ from broker.client import Message, SendError, SessionCredentials, open_producer
 from broker.config import ConfigError
 from protocol.codes import ResponseCode
 from store.reader import CommitLogReader
-from tests.conftest import make_config, start_broker
+from tests.conftest import RunningBroker, make_config, start_broker
 
 ACL = """
 accounts:
@@ -25,13 +25,17 @@ accounts:
 GOOD = SessionCredentials("producer1", "producer-secret")
 
 
-async def test_signed_sends_pass_and_refused_ones_store_nothing(
-    nursery: trio.Nursery, tmp_path: pathlib.Path
-) -> None:
+async def start_acl_broker(nursery: trio.Nursery, tmp_path: pathlib.Path) -> RunningBroker:
     acl_file = tmp_path / "plain_acl.yml"
     acl_file.write_text(ACL)
     config = make_config(tmp_path / "store", acl_enable=True, acl_file=str(acl_file))
-    broker = await start_broker(nursery, config)
+    return await start_broker(nursery, config)
+
+
+async def test_signed_sends_pass_and_refused_ones_store_nothing(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    broker = await start_acl_broker(nursery, tmp_path)
     attempts = [
         (GOOD, "Audit", "No default permission for topic:Audit"),
         (GOOD, "Elsewhere", "No default permission for topic:Elsewhere"),
@@ -61,7 +65,7 @@ async def test_signed_sends_pass_and_refused_ones_store_nothing(
                         await other.heartbeat()
     assert ok.status.value == batch.status.value == "SEND_OK"
     await broker.stop()
-    with CommitLogReader(config.store.store_path_root_dir) as reader:
+    with CommitLogReader(broker.config.store.store_path_root_dir) as reader:
         stored = [(r.topic, r.body) for r in reader.iter_records(reader.min_offset)]
     assert stored == [("Orders", b"signed-1"), ("Orders", b"b1"), ("Orders", b"b2")]
 
@@ -85,10 +89,7 @@ def test_acl_enable_needs_a_file(tmp_path: pathlib.Path) -> None:
 async def test_an_acl_refusal_is_logged_by_the_validator_alone(
     nursery: trio.Nursery, tmp_path: pathlib.Path
 ) -> None:
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(ACL)
-    config = make_config(tmp_path / "store", acl_enable=True, acl_file=str(acl_file))
-    broker = await start_broker(nursery, config)
+    broker = await start_acl_broker(nursery, tmp_path)
     with capture_logs() as logs:
         async with open_producer("127.0.0.1", broker.port, credentials=GOOD) as producer:
             with pytest.raises(SendError):
