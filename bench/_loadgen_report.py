@@ -40,6 +40,8 @@ class Figures:
     failed: int
     unanswered: int
     cpu_us_msg: float
+    #: commit-log flushes per stored message (the broker only; -1 when not known)
+    flushes_per_msg: float = -1.0
 
     @property
     def valid(self) -> bool:
@@ -79,6 +81,7 @@ def print_row(server: str, row: Row, result: Figures, all_msgs_s: str) -> None:
         p99_ms=result.p99_ms,
         p999_ms=result.p999_ms,
         cpu_us_msg=result.cpu_us_msg,
+        **({"flushes_per_msg": result.flushes_per_msg} if result.flushes_per_msg >= 0 else {}),
         failed=result.failed,
         unanswered=result.unanswered,
         runs_msgs_s=all_msgs_s,

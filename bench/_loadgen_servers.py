@@ -3,17 +3,20 @@
 Each server gets a free loopback port and a fresh directory on the disk the bench runs from, is
 started for one flush mode, and is stopped (SIGTERM, then SIGKILL after a deadline) when its rows
 are done. Memory is read with psutil: `rss` is what `ps` shows, and `anon` leaves out file-backed
-pages, so the broker's mmap'ed commit log (page cache) does not count as its own memory.
+pages, so the broker's mmap'ed commit log (page cache) does not count as its own memory. The
+broker also serves /metrics on a free port, where the bench reads its flush count.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 import psutil
+from prometheus_client.parser import text_string_to_metric_families
 
 FlushMode = Literal["SYNC", "ASYNC"]
 _MIB: Final = 1024 * 1024
@@ -45,6 +49,27 @@ class Server:
     port: int
     process: subprocess.Popen[bytes]
     footprint: Footprint = field(default_factory=Footprint)
+    #: the broker's /metrics port (None for Redis)
+    metrics_port: int | None = None
+
+    def flushes_and_puts(self) -> tuple[float, float] | None:
+        """The broker's commit-log flushes and stored messages so far, from its /metrics."""
+        if self.metrics_port is None:
+            return None
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                text = response.read().decode()
+        except OSError:
+            return None
+        flushes = puts = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "rmq_broker_flush_latency_seconds_count":
+                    flushes += sample.value
+                elif sample.name == "rmq_broker_put_messages_total":
+                    puts += sample.value
+        return flushes, puts
 
     def sample_memory(self) -> None:
         """Fold the current RSS into the peaks; a vanished process is left to the caller."""
@@ -151,15 +176,18 @@ def running(
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"send-{kind}-{mode.lower()}-", dir=root))
     port = free_port()
-    command = (
-        _broker_command(broker_executable, port, work / "store", mode)
-        if kind == "broker"
-        else _redis_command(port, work, mode)
-    )
+    env = dict(os.environ)
+    metrics_port = None
+    if kind == "broker":
+        command = _broker_command(broker_executable, port, work / "store", mode)
+        metrics_port = free_port()
+        env["RMQ_METRICS_LISTEN"] = f"127.0.0.1:{metrics_port}"
+    else:
+        command = _redis_command(port, work, mode)
     log = work / "server.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    server = Server(f"{kind} {mode}", port, process)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    server = Server(f"{kind} {mode}", port, process, metrics_port=metrics_port)
     try:
         _wait_ready(server, log)
         server.record_idle()

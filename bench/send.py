@@ -17,6 +17,7 @@ PASS/MISS per target, the servers' memory (idle and peak under load), and writes
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing
 import os
 import platform
@@ -108,6 +109,7 @@ def drive(server: Server, target: Target, row: Row, options: Options) -> Figures
         for n in range(processes)
     ]
     cpu_before = server.cpu_seconds()
+    flushes_before = server.flushes_and_puts()
     for worker in workers:
         worker.start()
     shares: list[ShareResult] = []
@@ -131,11 +133,18 @@ def drive(server: Server, target: Target, row: Row, options: Options) -> Figures
         else:
             errors.append(f"{status}: {payload}")
     cpu_s = server.cpu_seconds() - cpu_before
+    flushes_after = server.flushes_and_puts()
     for worker in workers:
         worker.join()
     for error in errors:
         print(f"send {server.name} {row.name} VOID {error}", flush=True)
-    return _merge(shares, row, options, len(errors), cpu_s)
+    result = _merge(shares, row, options, len(errors), cpu_s)
+    if flushes_before is not None and flushes_after is not None:
+        puts = flushes_after[1] - flushes_before[1]
+        if puts > 0:
+            flushes = flushes_after[0] - flushes_before[0]
+            result = dataclasses.replace(result, flushes_per_msg=flushes / puts)
+    return result
 
 
 def _merge(
