@@ -42,9 +42,6 @@ class MessageStoreConfig:
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     sync_flush_timeout_ms: int = 5000
-    #: SYNC_FLUSH: longest a group commit waits for the producers it answered last time to put
-    #: again (bounded by the last flush's own duration); 0 flushes as soon as a put waits
-    group_commit_max_gather_us: int = 1000
     flush_interval_commit_log_ms: int = 500
     flush_commit_log_least_pages: int = 4
     flush_commit_log_thorough_interval_ms: int = 10000

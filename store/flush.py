@@ -20,7 +20,6 @@ from store.config import MessageStoreConfig
 from store.format import EncodedBatch
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
-from store.parking import ParkingSpot
 from store.status import PutMessageStatus
 
 log = structlog.get_logger()
@@ -200,14 +199,7 @@ class _FlushServiceBase:
 
 
 class GroupCommitService(_FlushServiceBase):
-    """SYNC_FLUSH: one flush answers every waiting put whose end offset it covers.
-
-    Gathering: the puts that were waiting when a flush ended (the ones it answered and the ones
-    that arrived while it ran) are the producers likely to put again. The next flush waits until
-    as many puts wait again, for at most `max_gather_s` and never longer than the last flush
-    took, so producers that fell into two alternating cohorts (one flushed while the other
-    arrives) share one flush again. A lone producer never waits: one put was in flight.
-    """
+    """SYNC_FLUSH: one flush answers every waiting put whose end offset it covers."""
 
     def __init__(
         self,
@@ -215,16 +207,10 @@ class GroupCommitService(_FlushServiceBase):
         flusher: Flusher,
         on_flushed: FlushedHook,
         on_failed: FailedHook,
-        max_gather_s: float = 0.0,
     ) -> None:
         super().__init__(queue, flusher, on_flushed, on_failed)
         self.pending: collections.deque[PutRequest] = collections.deque()
         self._pending_added = trio.Event()
-        self.max_gather_s = max_gather_s
-        #: puts waiting when the last flush ended, and how long that flush took
-        self._expected = 0
-        self._last_flush_s = 0.0
-        self._arrival = ParkingSpot()
 
     def put_request(self, request: PutRequest) -> None:
         """Queue a put appended by the writer; its deadline is already set."""
@@ -233,7 +219,6 @@ class GroupCommitService(_FlushServiceBase):
             return
         self.pending.append(request)
         self._pending_added.set()
-        self._arrival.wake()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -244,35 +229,21 @@ class GroupCommitService(_FlushServiceBase):
                 # the service after every group, so it can sleep until there is work.
                 await self._wake.wait()
                 self._wake = trio.Event()
-                await self._gather()
                 await self.do_commit()
-
-    async def _gather(self) -> None:
-        expected = self._expected
-        if expected <= 1 or len(self.pending) >= expected or self.max_gather_s <= 0:
-            return
-        with trio.move_on_after(min(self.max_gather_s, self._last_flush_s)):
-            while len(self.pending) < expected:
-                await self._arrival.park()
 
     async def do_commit(self) -> None:
         """Flush up to what is written now, then answer the puts it covers."""
         target = self.queue.max_offset
-        started = trio.current_time()
         for _ in range(len(self.queue.mapped_files) + 1):  # the data may span segments
             if self.queue.flushed_where >= target or not await self._flush(0):
                 break
         if self.failed:
             self._fail_all()
             return
-        self._last_flush_s = trio.current_time() - started
         flushed = self.queue.flushed_where
         pending = self.pending
-        answered = 0
         while pending and pending[0].end_offset <= flushed:
             pending.popleft().complete(PutMessageStatus.PUT_OK)
-            answered += 1
-        self._expected = answered + len(pending)
 
     def _fail_all(self) -> None:
         while self.pending:

@@ -94,11 +94,7 @@ class DefaultMessageStore:
         self.sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         queue = self.mapped_file_queue
         self.group_commit = GroupCommitService(
-            queue,
-            flusher,
-            self._on_flushed,
-            self._on_flush_failed,
-            max_gather_s=config.group_commit_max_gather_us / 1_000_000,
+            queue, flusher, self._on_flushed, self._on_flush_failed
         )
         self.flush_real_time = FlushRealTimeService(
             config, queue, flusher, self._on_flushed, self._on_flush_failed

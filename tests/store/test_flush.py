@@ -6,7 +6,6 @@ import dataclasses
 import errno
 import os
 
-import pytest
 import trio
 import trio.testing
 from structlog.testing import capture_logs
@@ -163,61 +162,3 @@ async def test_transient_store_pool(config: MessageStoreConfig) -> None:
         assert store.pool.allocated <= 2
     with CommitLogReader(config.store_path_root_dir) as reader:
         assert [r.physical_offset for r in reader.iter_records(0)] == offsets
-
-
-async def _cohort_flushes(config: MessageStoreConfig, gather_us: int) -> tuple[int, int]:
-    """(flushes, puts) of 8 producers that wait 0.1 to 0.8 ms between an answer and their next
-    put, against a flush that takes 1 ms: the shape of 8 remote clients with one send each in
-    flight."""
-    config = dataclasses.replace(_sync(config), group_commit_max_gather_us=gather_us)
-    flushes = 0
-
-    async def flusher(mapped_file: MappedFile) -> None:
-        nonlocal flushes
-        flushes += 1
-        await trio.sleep(0.001)  # virtual time: no real fdatasync under the mock clock
-
-    puts = 0
-    async with DefaultMessageStore.open(config, flusher=flusher) as store:
-        await store.put_message(make_msg())  # creates the segment (real time, in a thread)
-        flushes = 0
-
-        async def producer(n: int) -> None:
-            nonlocal puts
-            for _ in range(40):
-                assert (await store.put_message(make_msg())).status is PutMessageStatus.PUT_OK
-                puts += 1
-                await trio.sleep(0.0001 * (n + 1))  # answers reach clients at different times
-
-        async with trio.open_nursery() as nursery:
-            for n in range(8):
-                nursery.start_soon(producer, n)
-    return flushes, puts
-
-
-async def test_group_commit_gathers_producers_that_alternate_into_one_flush(
-    config: MessageStoreConfig, mock_clock: trio.testing.MockClock
-) -> None:
-    mock_clock.autojump_threshold = 0
-    flushes_without, puts = await _cohort_flushes(config, 0)
-    flushes_with, same_puts = await _cohort_flushes(config, 1000)
-    assert puts == same_puts == 320
-    assert puts / flushes_without < 5  # two or more cohorts alternate
-    assert puts / flushes_with > 6  # about one flush for the eight
-
-
-async def test_a_lone_producer_is_never_held_for_gathering(
-    config: MessageStoreConfig, mock_clock: trio.testing.MockClock
-) -> None:
-    mock_clock.autojump_threshold = 0
-    config = dataclasses.replace(_sync(config), group_commit_max_gather_us=1_000_000)
-
-    async def flusher(mapped_file: MappedFile) -> None:
-        await trio.sleep(0.001)  # virtual time: no real fdatasync under the mock clock
-
-    async with DefaultMessageStore.open(config, flusher=flusher) as store:
-        await store.put_message(make_msg())  # creates the segment
-        for _ in range(20):
-            started = trio.current_time()
-            assert (await store.put_message(make_msg())).status is PutMessageStatus.PUT_OK
-            assert trio.current_time() - started == pytest.approx(0.001)
