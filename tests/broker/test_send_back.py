@@ -98,15 +98,15 @@ async def test_send_back_of_an_unknown_offset_is_refused(broker: RunningBroker) 
 
 
 async def test_a_delayed_send_is_delivered_to_its_topic_when_due(broker: RunningBroker) -> None:
-    started = trio.current_time()
     await send_one(broker.port, Message("Later", b"in a second", delay_level=1, queue_id=0))
     async with open_pull_consumer("127.0.0.1", broker.port, GROUP) as consumer:
         await consumer.subscribe("Later")
-        early = await consumer.pull("Later", 0, 0, expression="*")
-        assert not early.found
         result = await consumer.pull("Later", 0, 0, expression="*", suspend_ms=5000)
-    assert [r.body for r in result.records] == [b"in a second"]
-    assert trio.current_time() - started >= 0.9
+    [delivered] = result.records
+    assert delivered.body == b"in a second"
+    # Stored in its topic a second (level 1) after the client sent it, however long this test
+    # took to get to its pull: the timestamps say when, not the test's own clock.
+    assert delivered.store_timestamp - delivered.born_timestamp >= 1000
 
 
 def test_a_damaged_offsets_file_stops_startup_with_one_line(tmp_path: pathlib.Path) -> None:
