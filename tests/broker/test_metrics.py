@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -100,6 +102,46 @@ def test_flush_latency_busy_reasons_and_connections(
     assert samples[("rmq_broker_system_busy_total", (("reason", "queue_full"),))] == 3
     assert samples[("rmq_broker_system_busy_total", (("reason", "writer_stuck"),))] == 1
     assert samples[("rmq_broker_open_connections", ())] == 4
+
+
+def test_scrapes_while_puts_are_counted_see_whole_growing_figures(
+    metrics: BrokerMetrics, server: MetricsServer
+) -> None:
+    # The put figures are plain numbers that the scrape thread copies while the event loop's
+    # thread adds topics: a scrape must never break on it, and nothing may go backwards.
+    collected: list[float] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def scraper() -> None:
+        try:
+            while not done.is_set():
+                families = list(metrics.registry.collect())
+                collected.append(
+                    sum(
+                        sample.value
+                        for family in families
+                        for sample in family.samples
+                        if sample.name == "rmq_broker_put_messages_total"
+                    )
+                )
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=scraper)
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL over as often as possible
+    thread.start()
+    try:
+        for n in range(20_000):
+            metrics.record_put(f"topic-{n}", "PUT_OK", body_bytes=10, latency_s=0.001)
+    finally:
+        done.set()
+        thread.join()
+        sys.setswitchinterval(previous)
+    assert not errors, errors
+    assert len(collected) > 1 and collected == sorted(collected)
+    assert scrape(server)[("rmq_broker_put_latency_seconds_count", ())] == 20_000
 
 
 def test_store_gauges_are_read_at_scrape_time(
