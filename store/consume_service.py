@@ -18,14 +18,13 @@ import trio
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
 from store.format import (
-    BORNHOST_POS,
     MIN_RECORD_SIZE,
     SYSFLAG_POS,
     CommitLogRecord,
     EncodedBatch,
     RecordFormatError,
     decode_record,
-    host_sizes,
+    store_timestamp_pos,
 )
 from store.get_message import GetMessageResult, TagFilter, get_message
 from store.reader import CommitLogReader
@@ -123,7 +122,7 @@ class ConsumeService:
         if data is None or len(data) < SYSFLAG_POS + 4:
             return None
         sys_flag = int.from_bytes(data[SYSFLAG_POS : SYSFLAG_POS + 4], "big")
-        position = BORNHOST_POS + host_sizes(sys_flag)[0]
+        position = store_timestamp_pos(sys_flag)
         return int.from_bytes(data[position : position + 8], "big", signed=True)
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
