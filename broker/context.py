@@ -27,7 +27,10 @@ if TYPE_CHECKING:
 
 
 class MessageStore(Protocol):
-    """What the send path needs of `store.message_store.DefaultMessageStore`."""
+    """What the broker needs of `store.message_store.DefaultMessageStore`."""
+
+    #: the wall clock, in ms, that the store's STORETIMESTAMPs come from
+    now_ms: Callable[[], int]
 
     async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult: ...
 

@@ -13,7 +13,6 @@ Levels are RocketMQ's default `messageDelayLevel`: 1s 5s 10s 30s 1m ... 2h.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -23,7 +22,7 @@ import trio
 from broker.topic_config import SCHEDULE_TOPIC, write_json_atomically
 from protocol.properties import MessageConst, decode_properties, encode_properties
 from store.errors import StoreLoadError
-from store.format import PHYSICALOFFSET_POS, decode_record
+from store.format import INT64, PHYSICALOFFSET_POS, decode_record
 from store.message import MessageExtBrokerInner, java_string_hash
 from store.status import PutMessageStatus
 
@@ -39,7 +38,8 @@ DELAY_LEVELS_S: Final = (
 OFFSET_FILE: Final = "delayOffset.json"
 ROUND_S: Final = 0.1
 BATCH: Final = 32
-_DELIVERED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
+#: a re-stored message (a delayed delivery, a retry) is in the commit log with these
+STORED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
 
 
 def stored_again(
@@ -111,7 +111,7 @@ class ScheduleMessageService:
         try:
             while True:
                 for level in range(1, len(DELAY_LEVELS_S) + 1):
-                    await self.deliver_due(level, trio_now_ms())
+                    await self.deliver_due(level, self.broker.store.now_ms())
                 await self.save()
                 await trio.sleep(ROUND_S)
         finally:
@@ -131,8 +131,7 @@ class ScheduleMessageService:
         try:
             while found := consume.get_message(SCHEDULE_TOPIC, queue_id, offset, BATCH).messages:
                 for data in found:
-                    start = PHYSICALOFFSET_POS
-                    physical = int.from_bytes(data[start : start + 8], "big", signed=True)
+                    physical = INT64.unpack_from(data, PHYSICALOFFSET_POS)[0]
                     record = decode_record(data, 0, base_offset=physical)
                     if record.store_timestamp + delay_ms > now_ms:
                         return delivered
@@ -151,7 +150,7 @@ class ScheduleMessageService:
             log.warning("delayed_message_malformed", level=level, offset=record.physical_offset)
             return True  # skipped: it can never be delivered
         result = await self.broker.store.put_message(message)
-        if result.status in _DELIVERED:
+        if result.status in STORED:
             return True
         log.warning("delayed_delivery_failed", level=level, status=result.status.name)
         return False
@@ -169,8 +168,3 @@ class ScheduleMessageService:
             return
         self._failing = False
         self._saved = dict(self.offsets)
-
-
-def trio_now_ms() -> int:
-    """Wall-clock milliseconds, the clock store timestamps use."""
-    return time.time_ns() // 1_000_000

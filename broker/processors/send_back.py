@@ -16,7 +16,7 @@ from typing import Final
 
 from broker.processors import RequestContext
 from broker.processors.send_checks import DLQ_NUMS_PER_GROUP
-from broker.schedule import DELAY_LEVELS_S, stored_again
+from broker.schedule import DELAY_LEVELS_S, STORED, stored_again
 from broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
     PERM_READ,
@@ -31,11 +31,9 @@ from protocol.errors import HeaderFieldError
 from protocol.properties import MessageConst, decode_properties
 from store.format import CommitLogRecord
 from store.message import MessageExtBrokerInner, encode_host, offset_msg_id
-from store.status import PutMessageStatus
 
 #: clients of 3.4.9 and later send their own maxReconsumeTimes
 V3_4_9: Final = 121
-_STORED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
 
 
 def _reject(code: int, remark: str) -> HeaderFieldError:
@@ -89,7 +87,7 @@ class ConsumerSendMsgBackProcessor:
             original, topic.topic_name, self._rng.randrange(queues), delay, ctx
         )
         result = await broker.store.put_message(message)
-        if result.status in _STORED:
+        if result.status in STORED:
             return request.make_response(ResponseCode.SUCCESS)
         return request.make_response(ResponseCode.SYSTEM_ERROR, result.status.name)
 
