@@ -4,8 +4,8 @@ RocketMQ 4.9's `PullMessageProcessor`, in its order: broker and group permission
 and queue id, the subscription (from the request when it carries one, else the group's from
 heartbeats), the read through the store's consume queues, the status mapping below, long polling
 for a pull that found nothing (`FLAG_SUSPEND`), and storing the commit offset the request carries
-(`FLAG_COMMIT_OFFSET`). The body of a FOUND answer is the stored records, concatenated, exactly
-as the commit log holds them: the clients decode them.
+(`FLAG_COMMIT_OFFSET`), which never moves a committed offset back. The body of a FOUND answer is
+the stored records, concatenated, exactly as the commit log holds them: the clients decode them.
 
     store status                          response                 nextBeginOffset
     FOUND                                 SUCCESS                  after the last one read
@@ -72,7 +72,11 @@ class PullMessageProcessor:
             raise _reject(ResponseCode.SYSTEM_ERROR, "the store has no consume queues")
         if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
             broker.offsets.commit(
-                header.consumer_group, header.topic, header.queue_id, header.commit_offset
+                header.consumer_group,
+                header.topic,
+                header.queue_id,
+                header.commit_offset,
+                forward_only=True,  # a late pull must not undo a newer commit
             )
         found = self._read(header, tag_filter, broker)
         if _STATUS_CODES.get(found.status) is ResponseCode.PULL_NOT_FOUND or (

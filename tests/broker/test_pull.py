@@ -135,6 +135,17 @@ async def test_committed_offsets_survive_a_restart(tmp_path: pathlib.Path) -> No
         await broker.stop()
 
 
+async def test_a_pull_never_moves_a_committed_offset_back(broker: RunningBroker) -> None:
+    await send_all(broker.port, "Ahead", [Message("Ahead", b"x", queue_id=0)] * 3)
+    async with open_pull_consumer("127.0.0.1", broker.port, GROUP) as consumer:
+        await consumer.subscribe("Ahead")
+        await consumer.commit("Ahead", 0, 3)
+        await consumer.pull("Ahead", 0, 1, commit_offset=1)  # a late pull, older commit
+        assert await consumer.committed("Ahead", 0) == 3
+        await consumer.commit("Ahead", 0, 1)  # an explicit update may reset it
+        assert await consumer.committed("Ahead", 0) == 1
+
+
 async def test_consumer_list_follows_heartbeats_and_unregister(broker: RunningBroker) -> None:
     async with (
         open_pull_consumer("127.0.0.1", broker.port, GROUP, client_id="c1@1") as first,
