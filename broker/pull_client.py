@@ -9,7 +9,7 @@ async with open_pull_consumer("127.0.0.1", 10911, "my-group") as consumer:
     await consumer.commit("Orders", 0, result.next_begin_offset)
 ```
 
-Records are decoded with the store's own decoder (`store.format.decode_record`); bodies the
+Records are decoded with the store's own decoder (`store.format.decode_copied_records`); bodies the
 client compressed stay compressed (`sys_flag` says so), as the official clients receive them.
 """
 
@@ -24,6 +24,9 @@ from broker.client import Producer, SendError, open_producer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.consumer_headers import (
+    FLAG_COMMIT_OFFSET,
+    FLAG_SUBSCRIPTION,
+    FLAG_SUSPEND,
     GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
@@ -34,11 +37,8 @@ from protocol.consumer_headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from protocol.route import ConsumerData, ConsumerListBody, HeartbeatData, SubscriptionData
-from store.format import PHYSICALOFFSET_POS, CommitLogRecord, decode_record
+from store.format import CommitLogRecord, decode_copied_records
 
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 #: what the broker holds a pull at most is the client's concern too: wait a little longer
 CLIENT_SLACK_S = 5.0
 
@@ -122,7 +122,7 @@ class PullConsumer:
             bounds.next_begin_offset,
             bounds.min_offset,
             bounds.max_offset,
-            decode_records(response.body or b""),
+            decode_copied_records(response.body or b""),
         )
 
     async def commit(self, topic: str, queue_id: int, offset: int) -> None:
@@ -177,20 +177,6 @@ _PULL_CODES = frozenset(
         ResponseCode.PULL_OFFSET_MOVED,
     }
 )
-
-
-def decode_records(body: bytes) -> list[CommitLogRecord]:
-    """The records of a FOUND answer, in order."""
-    records = []
-    position = 0
-    while position < len(body):
-        # each record carries its commit-log offset; decode it as if the body were the log
-        start = position + PHYSICALOFFSET_POS
-        physical = int.from_bytes(body[start : start + 8], "big", signed=True)
-        record = decode_record(body, position, base_offset=physical - position)
-        records.append(record)
-        position += record.total_size
-    return records
 
 
 @asynccontextmanager

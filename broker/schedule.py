@@ -22,7 +22,7 @@ import trio
 from broker.topic_config import SCHEDULE_TOPIC, write_json_atomically
 from protocol.properties import MessageConst, decode_properties, encode_properties
 from store.errors import StoreLoadError
-from store.format import INT64, PHYSICALOFFSET_POS, decode_record
+from store.format import decode_copied_records
 from store.message import MessageExtBrokerInner, java_string_hash
 from store.status import PutMessageStatus
 
@@ -131,8 +131,7 @@ class ScheduleMessageService:
         try:
             while found := consume.get_message(SCHEDULE_TOPIC, queue_id, offset, BATCH).messages:
                 for data in found:
-                    physical = INT64.unpack_from(data, PHYSICALOFFSET_POS)[0]
-                    record = decode_record(data, 0, base_offset=physical)
+                    [record] = decode_copied_records(data)
                     if record.store_timestamp + delay_ms > now_ms:
                         return delivered
                     if not await self._deliver(level, record):

@@ -24,6 +24,10 @@ STR: Final = "str"
 INT: Final = "int"
 LONG: Final = "long"
 BOOL: Final = "bool"
+#: PULL_MESSAGE sysFlag bits (upstream's PullSysFlag)
+FLAG_COMMIT_OFFSET: Final = 0x1
+FLAG_SUSPEND: Final = 0x2
+FLAG_SUBSCRIPTION: Final = 0x4
 #: a Java `long` field; a plain `int` is a Java `int`, range-checked as int32
 Long = Annotated[int, LONG]
 _PARSERS: Final[dict[str, Callable[[str, str], object]]] = {

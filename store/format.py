@@ -385,6 +385,20 @@ def decode_record(
     )
 
 
+def decode_copied_records(data: Buffer) -> list[CommitLogRecord]:
+    """Whole records copied out of the commit log and laid end to end (a pull's body, a read of
+    the consume queue's units), in order. Each carries its own commit-log offset, which is taken
+    as where it stands. Raises RecordFormatError for bytes that are not such records."""
+    records = []
+    position = 0
+    while position < len(data):
+        physical = INT64.unpack_from(data, position + PHYSICALOFFSET_POS)[0]
+        record = decode_record(data, position, base_offset=physical - position)
+        records.append(record)
+        position += record.total_size
+    return records
+
+
 @dataclass(frozen=True, slots=True)
 class RecordCheck:
     """RocketMQ `DispatchRequest` in short: size 0 = BLANK (end of segment); not ok = stop."""

@@ -24,16 +24,19 @@ from broker.processors import RequestContext
 from broker.topic_config import PERM_READ
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from protocol.consumer_headers import PullMessageRequestHeader, PullMessageResponseHeader
+from protocol.consumer_headers import (
+    FLAG_COMMIT_OFFSET,
+    FLAG_SUBSCRIPTION,
+    FLAG_SUSPEND,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+)
 from protocol.errors import HeaderFieldError
 from store.get_message import GetMessageResult, GetMessageStatus, TagFilter
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
 
-FLAG_COMMIT_OFFSET: Final = 0x1
-FLAG_SUSPEND: Final = 0x2
-FLAG_SUBSCRIPTION: Final = 0x4
 #: a pull without FLAG_SUSPEND is held this long at most (upstream's shortPollingTimeMills)
 SHORT_POLLING_S: Final = 1.0
 #: a client asks for at most this long a hold; longer requests are capped (its own timeout is
