@@ -153,13 +153,17 @@ class _PutCollector(Collector):
     families when Prometheus scrapes.
 
     Every send updates them, so they cost a dict hit, two additions and a bisect there: a
-    prometheus_client child takes a lock per update. Only the event loop's thread writes; the
-    scrape thread reads copies taken in one C call each, which the GIL keeps whole.
+    prometheus_client child takes a lock per update. Only the event loop's thread writes. A
+    new (topic, status) key and the scrape's copy of the table take `_keys_lock`: copying a
+    dict allocates, a collection may run Python code and switch threads, and an insert then
+    would break the copy. Updates to existing counters and the fixed-size histogram need no
+    lock: the scrape copies them as they are.
     """
 
     def __init__(self) -> None:
         #: (topic, status name) -> [messages, body bytes]
         self.puts: dict[tuple[str, str], list[int]] = {}
+        self._keys_lock = threading.Lock()
         #: per bucket of PUT_LATENCY_BUCKETS, then +Inf (not cumulative)
         self.latency_counts = [0] * (len(PUT_LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
@@ -169,14 +173,16 @@ class _PutCollector(Collector):
     ) -> None:
         counts = self.puts.get((topic, status_name))
         if counts is None:
-            counts = self.puts[(topic, status_name)] = [0, 0]
+            with self._keys_lock:
+                counts = self.puts[(topic, status_name)] = [0, 0]
         counts[0] += messages
         counts[1] += body_bytes
         self.latency_counts[bisect_left(PUT_LATENCY_BUCKETS, latency_s)] += 1
         self.latency_sum += latency_s
 
     def collect(self) -> Iterator[Metric]:
-        puts = list(self.puts.items())
+        with self._keys_lock:
+            puts = list(self.puts.items())
         messages = CounterMetricFamily(
             f"{NAMESPACE}_put_messages",
             "Messages put, by topic and PutMessageStatus.",
