@@ -11,7 +11,7 @@ SIGKILL keeps written data in the page cache; only a power cut can take it back)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -27,10 +27,14 @@ from store.format import (
     store_timestamp_pos,
 )
 from store.get_message import GetMessageResult, TagFilter, get_message
+from store.message import BORNHOST_V6_FLAG
 from store.reader import CommitLogReader
 
 if TYPE_CHECKING:
     from store.mapped_file_queue import MappedFileQueue
+
+#: bytes from a record's start to the end of its store timestamp, with the longer (IPv6) born host
+_TIMESTAMP_END_MAX: Final = store_timestamp_pos(BORNHOST_V6_FLAG) + 8
 
 
 class ConsumeService:
@@ -118,7 +122,8 @@ class ConsumeService:
         unit = cq.get(offset) if cq is not None else None
         if unit is None:
             return None
-        data = self.read_bytes(unit.physical_offset, unit.size)
+        # Only the fixed part up to the store timestamp (IPv6 born host at most), not the body.
+        data = self.read_bytes(unit.physical_offset, min(unit.size, _TIMESTAMP_END_MAX))
         if data is None or len(data) < SYSFLAG_POS + 4:
             return None
         sys_flag = int.from_bytes(data[SYSFLAG_POS : SYSFLAG_POS + 4], "big")

@@ -251,3 +251,33 @@ def _codes(root: str) -> dict[tuple[str, int], list[CqUnit]]:
         }
     finally:
         table.close()
+
+
+async def test_offset_by_time_reads_store_times_of_both_host_kinds_not_bodies(
+    config: MessageStoreConfig,
+) -> None:
+    now = [0]
+    hosts = [("10.0.0.7", 50000), ("fe80::1", 50001)]
+    async with DefaultMessageStore.open(sync(config), now_ms=lambda: now[0]) as store:
+        for i in range(6):  # store times 1000, 2000, ... 6000
+            now[0] = (i + 1) * 1_000
+            msg = make_msg(body=bytes(2048), born_host=hosts[i % 2])
+            assert (await store.put_message(msg)).status is PutMessageStatus.PUT_OK
+        consume = store.consume
+        assert consume is not None
+        await wait_until(lambda: consume.max_offset_in_queue("T1", 0) == 6)
+        sizes: list[int] = []
+        read_bytes = consume.read_bytes
+
+        def counting(offset: int, size: int) -> bytes | None:
+            sizes.append(size)
+            return read_bytes(offset, size)
+
+        consume.read_bytes = counting  # type: ignore[method-assign]
+        stamps = [consume.store_timestamp_at("T1", 0, n) for n in range(6)]
+        assert stamps == [1_000, 2_000, 3_000, 4_000, 5_000, 6_000]
+        assert consume.offset_by_time("T1", 0, 3_500) == 3
+        assert consume.offset_by_time("T1", 0, 0) == 0
+        assert consume.offset_by_time("T1", 0, 9_000) == 6
+        assert consume.store_timestamp_at("T1", 0, 6) is None
+        assert sizes and max(sizes) < 100  # the record heads, never the 2 KiB bodies
