@@ -32,6 +32,8 @@ SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+BENCHMARK_TOPIC: Final = "BenchmarkTest"
+REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
 #: system topics producers may not send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET, 4.9)
 NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
     {
@@ -188,8 +190,13 @@ class TopicConfigManager:
         self._table: dict[str, TopicConfig] = {}
         for system in _system_topics(auto_create_topic_enable, default_topic_queue_nums):
             self._table[system.topic_name] = system
-        for name in (cluster_name, broker_name):
-            self._table[name] = TopicConfig(name, 1, 1, PERM_READ | PERM_WRITE | PERM_INHERIT)
+        # As RocketMQ's TopicConfigManager: the cluster topic keeps TopicConfig's default 16
+        # queues, the broker topic has 1, the reply topic of request-reply messaging 1.
+        everything = PERM_READ | PERM_WRITE | PERM_INHERIT
+        self._table[cluster_name] = TopicConfig(cluster_name, perm=everything)
+        self._table[broker_name] = TopicConfig(broker_name, 1, 1, everything)
+        reply = f"{cluster_name}_{REPLY_TOPIC_POSTFIX}"
+        self._table[reply] = TopicConfig(reply, 1, 1)
         if not auto_create_topic_enable:
             self._table.pop(AUTO_CREATE_TOPIC_KEY_TOPIC, None)
         if path is not None and path.exists():
@@ -277,6 +284,7 @@ def _system_topics(auto_create: bool, default_queue_nums: int) -> list[TopicConf
     topics = [
         TopicConfig("SELF_TEST_TOPIC", 1, 1, rw),
         TopicConfig("OFFSET_MOVED_EVENT", 1, 1, rw),
+        TopicConfig(BENCHMARK_TOPIC, 1024, 1024, rw),
         TopicConfig(SCHEDULE_TOPIC, SCHEDULE_DELAY_LEVELS, SCHEDULE_DELAY_LEVELS, rw),
         TopicConfig(TRANS_HALF_TOPIC, 1, 1, rw),
     ]

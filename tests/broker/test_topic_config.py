@@ -25,6 +25,15 @@ def test_template_topic_exists_only_with_auto_create() -> None:
     assert off.create_in_send("T", "TBW102", 4, 0) is None
 
 
+def test_built_in_topics_have_rocketmq_queue_counts() -> None:
+    topics = TopicConfigManager(None, cluster_name="C1", broker_name="b1")
+    everything = PERM_READ | PERM_WRITE | PERM_INHERIT
+    assert topics.find("C1") == TopicConfig("C1", 16, 16, everything)
+    assert topics.find("b1") == TopicConfig("b1", 1, 1, everything)
+    assert topics.find("C1_REPLY_TOPIC") == TopicConfig("C1_REPLY_TOPIC", 1, 1)
+    assert topics.find("BenchmarkTest") == TopicConfig("BenchmarkTest", 1024, 1024)
+
+
 def test_auto_created_topic_takes_the_smaller_queue_count_and_drops_inherit() -> None:
     topics = TopicConfigManager(None, default_topic_queue_nums=8)
     created = topics.create_in_send("Orders", "TBW102", 4, 0)
