@@ -40,6 +40,8 @@ class MessageStore(Protocol):
         self, msgs: list[MessageExtBrokerInner], on_result: Callable[[PutMessageResult], None]
     ) -> None: ...
 
+    def is_os_page_cache_busy(self) -> bool: ...
+
 
 HeartbeatListener = Callable[["HeartbeatData", "RequestContext"], Awaitable[None]]
 

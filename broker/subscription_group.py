@@ -2,9 +2,9 @@
 
 The send path needs a group's `retryMaxTimes` to decide whether a message sent to
 `%RETRY%<group>` goes to the dead-letter topic instead. Groups are created when a consumer
-heartbeat names them (`autoCreateSubscriptionGroup`, default true), as RocketMQ's
-`SubscriptionGroupManager` does. Stored as `<store>/config/subscriptionGroup.json` in RocketMQ's
-shape, written atomically.
+heartbeat, a pull, a send back or a retry-topic send names them (`autoCreateSubscriptionGroup`,
+default true), as RocketMQ's `SubscriptionGroupManager` does. Stored as
+`<store>/config/subscriptionGroup.json` in RocketMQ's shape, written atomically.
 """
 
 from __future__ import annotations
@@ -82,6 +82,13 @@ class SubscriptionGroupManager:
         self.put(SubscriptionGroupConfig(group))
         log.info("subscription_group_created", group=group)
         return True
+
+    async def find_or_create(self, group: str) -> SubscriptionGroupConfig | None:
+        """`find`, creating (and persisting) an unknown group first when auto-creation is on,
+        as RocketMQ's `findSubscriptionGroupConfig` does for sends, pulls and sends back."""
+        if self.ensure(group):
+            await self.persist()
+        return self.find(group)
 
     async def persist(self) -> None:
         await persist_table(

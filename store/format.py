@@ -171,7 +171,8 @@ def encode_record(
     """
     body = msg.body
     topic_bytes = topic_field(msg.topic)
-    properties = msg.properties_string.encode()
+    # A lone surrogate (legal in a JSON header) is stored as "?", as Java's getBytes(UTF_8) does.
+    properties = msg.properties_string.encode("utf-8", "replace")
     if len(properties) > MAX_PROPERTIES_BYTES:
         return AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
     born, born_v6 = encode_host(msg.born_host)

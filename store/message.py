@@ -123,7 +123,7 @@ def java_string_hash(text: str) -> int:
     """Java's String.hashCode as a signed int32 (over UTF-16 code units): the tags code a
     consume-queue unit carries."""
     h = 0
-    data = text.encode("utf-16-be")
+    data = text.encode("utf-16-be", "surrogatepass")  # Java hashes lone surrogates too
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h

@@ -69,6 +69,7 @@ class PullMessageProcessor:
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
         broker = ctx.broker
+        await broker.groups.find_or_create(header.consumer_group)
         tag_filter = self._check(header, broker)
         consume = broker.consume
         if consume is None:

@@ -60,6 +60,9 @@ log = structlog.get_logger()
 _MC = MessageConst
 
 
+#: the remark of a send turned away while the store is busy (RocketMQ's wording)
+REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
+
 #: the store treats NUL in properties as a torn (zero-filled) write, so none may be stored
 NUL_REMARK: Final = "message properties may not contain the NUL character"
 
@@ -88,6 +91,9 @@ class SendMessageProcessor:
 
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         ext = self._ext(ctx)
+        rejected = self._reject_request(request, ctx, ext)
+        if rejected is not None:
+            return rejected
         try:
             return await self._send(request, ctx, ext)
         except HeaderFieldError as exc:
@@ -98,6 +104,10 @@ class SendMessageProcessor:
         store's callback. False (nothing done) for a topic that is not known yet or a
         `%RETRY%` topic: those may create topics, which `process` persists."""
         ext = self._ext(ctx)
+        rejected = self._reject_request(request, ctx, ext)
+        if rejected is not None:
+            respond(request, rejected)
+            return True
         started = trio.current_time()
         try:
             header = decode_send_header(request.code, request.ext_fields)
@@ -137,6 +147,21 @@ class SendMessageProcessor:
         ctx.broker.store.submit_messages(records, on_result)
         return True
 
+    def _reject_request(
+        self, request: RemotingCommand, ctx: RequestContext, ext: dict[str, str]
+    ) -> RemotingCommand | None:
+        """RocketMQ's `rejectRequest`: while the writer is stuck on the page cache, a send is
+        turned away with SYSTEM_BUSY before any work is done (a put that got past this check
+        still gets OS_PAGE_CACHE_BUSY from the store). RocketMQ also rejects while its transient
+        store pool has no free buffer; here a segment without a buffer is written in place."""
+        if not ctx.broker.store.is_os_page_cache_busy():
+            return None
+        if ctx.broker.metrics is not None:
+            ctx.broker.metrics.record_system_busy("os_page_cache_busy")
+        return request.make_response(
+            ResponseCode.SYSTEM_BUSY, REJECT_REQUEST_REMARK, ext_fields=ext
+        )
+
     async def _send(
         self, request: RemotingCommand, ctx: RequestContext, ext: dict[str, str]
     ) -> RemotingCommand:
@@ -153,6 +178,10 @@ class SendMessageProcessor:
             records = self._batch_records(request, header, queue_id, sys_flag, ctx)
             result = await ctx.broker.store.put_messages(records)
         else:
+            if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                await ctx.broker.groups.find_or_create(
+                    header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+                )
             destination = retry_or_dlq(header, queue_id, request.version, ctx.broker)
             if destination.created:
                 await ctx.broker.topics.persist()
@@ -282,7 +311,7 @@ class SendMessageProcessor:
         if len(body) > max_size:
             raise _illegal(f"batch body of {len(body)} bytes exceeds max_message_size {max_size}")
         batch_props = decode_properties(header.properties)
-        if get_transaction_value(sys_flag) != TRANSACTION_NOT_TYPE or _delay_level(batch_props):
+        if get_transaction_value(sys_flag) != TRANSACTION_NOT_TYPE or _delay_level(batch_props) > 0:
             raise _illegal("batch messages may not be transactional or delayed")
         batch_props[_MC.CLUSTER] = broker.config.broker_cluster_name
         wait_text = batch_props.get(_MC.WAIT_STORE_MSG_OK)
@@ -296,7 +325,7 @@ class SendMessageProcessor:
             merged = own + separator + batch_string
             if "\x00" in merged:
                 raise _illegal(f"batch message {index}: {NUL_REMARK}")
-            if len(merged.encode()) > MAX_PROPERTIES_LENGTH:
+            if len(merged.encode("utf-8", "replace")) > MAX_PROPERTIES_LENGTH:
                 raise _illegal(f"batch message {index} has properties over 32767 bytes")
             tags = decode_properties(own).get(_MC.TAGS)
             records.append(

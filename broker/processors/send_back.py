@@ -47,7 +47,7 @@ class ConsumerSendMsgBackProcessor:
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
         broker = ctx.broker
-        group = broker.groups.find(header.group)
+        group = await broker.groups.find_or_create(header.group)
         if group is None:
             raise _reject(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,

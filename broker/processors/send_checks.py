@@ -141,7 +141,8 @@ def retry_or_dlq(
 ) -> Destination:
     """handleRetryAndDLQ: a `%RETRY%<group>` message past its retry limit goes to `%DLQ%<group>`.
 
-    The group must be known (SUBSCRIPTION_GROUP_NOT_EXIST otherwise); its retryMaxTimes, or the
+    The group must be known (the caller creates it when auto-creation is on;
+    SUBSCRIPTION_GROUP_NOT_EXIST otherwise); its retryMaxTimes, or the
     header's maxReconsumeTimes from clients of version >= 3.4.9 (121), is the limit.
     """
     topic = header.topic

@@ -26,8 +26,10 @@ from protocol.properties import decode_properties, encode_properties
 from protocol.route import ConsumerData, HeartbeatData
 from store.format import CommitLogRecord
 from store.message import java_string_hash
+from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader
 from tests.conftest import RunningBroker, make_config, start_broker
+from tests.store.conftest import wait_until
 
 
 def records(config: BrokerConfig) -> list[CommitLogRecord]:
@@ -226,11 +228,14 @@ async def test_retry_topics_need_a_group_and_go_to_the_dlq_past_the_limit(
     producer: Producer, broker: RunningBroker
 ) -> None:
     retry = "%RETRY%cg"
+    groups = broker.server.broker.groups
+    groups.auto_create = False  # auto_create_subscription_group = false
     response = await send_raw(producer, v1_header(retry, reconsume_times=1))
     assert response.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
     assert response.remark is not None and response.remark.startswith(
         "subscription group not exist, cg"
     )
+    groups.auto_create = True
     heartbeat = HeartbeatData(
         "client@1",
         (),
@@ -249,6 +254,18 @@ async def test_retry_topics_need_a_group_and_go_to_the_dlq_past_the_limit(
     root = pathlib.Path(broker.config.store.store_path_root_dir)
     assert '"%DLQ%cg"' in (root / "config" / "topics.json").read_text()
     assert '"cg"' in (root / "config" / "subscriptionGroup.json").read_text()
+
+
+async def test_a_retry_send_for_an_unknown_group_creates_the_group(
+    producer: Producer, broker: RunningBroker
+) -> None:
+    retry = "%RETRY%newgroup"
+    response = await send_raw(producer, v1_header(retry, reconsume_times=1))
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    (record,) = records(broker.config)
+    assert (record.topic, record.reconsume_times) == (retry, 1)
+    root = pathlib.Path(broker.config.store.store_path_root_dir)
+    assert '"newgroup"' in (root / "config" / "subscriptionGroup.json").read_text()
 
 
 async def test_compressed_bodies_are_stored_as_sent(
@@ -404,3 +421,62 @@ async def test_a_read_only_broker_refuses_order_topics_and_announces_read_only(
     assert info.value.remark == "the broker[127.0.0.1] sending message is forbidden"
     assert queue.perm == 4
     assert [r.topic for r in records(config)] == ["Plain"]
+
+
+async def test_a_batch_is_refused_only_for_a_positive_delay_level(
+    producer: Producer, broker: RunningBroker
+) -> None:
+    entries = [BatchEntry(0, b"x", encode_properties({"TAGS": "T"}))]
+    body = encode_batch_body(entries)
+    delayed = v1_header(batch=True, properties=encode_properties({"DELAY": "2"}))
+    refused = await send_raw(producer, delayed, body)
+    assert refused.code == ResponseCode.MESSAGE_ILLEGAL
+    assert refused.remark == "batch messages may not be transactional or delayed"
+    for level in ("0", "-1"):  # as RocketMQ: only a level above 0 delays
+        header = v1_header(batch=True, properties=encode_properties({"DELAY": level}))
+        response = await send_raw(producer, header, body)
+        assert response.code == ResponseCode.SUCCESS, response.remark
+    assert len(records(broker.config)) == 2
+
+
+async def test_sends_are_turned_away_busy_while_the_writer_is_stuck(
+    producer: Producer, broker: RunningBroker
+) -> None:
+    assert (await send_raw(producer, v1_header("Known"))).code == ResponseCode.SUCCESS
+    store = broker.server.broker.store
+    assert isinstance(store, DefaultMessageStore)
+    # The writer has been inside one group for 10 s: past os_page_cache_busy_timeout_ms.
+    store._queue.busy_since = trio.current_time() - 10
+    try:
+        for topic in ("Known", "NotYetCreated"):  # the inline path and the task path
+            response = await send_raw(producer, v1_header(topic))
+            assert (response.code, response.remark) == (
+                ResponseCode.SYSTEM_BUSY,
+                "[REJECTREQUEST]system busy, start flow control for a while",
+            )
+            assert "MSG_REGION" in response.ext_fields
+    finally:
+        store._queue.busy_since = None
+    assert broker.server.broker.topics.find("NotYetCreated") is None
+    assert (await send_raw(producer, v1_header("Known"))).code == ResponseCode.SUCCESS
+    assert [r.topic for r in records(broker.config)] == ["Known", "Known"]
+
+
+async def test_a_lone_surrogate_in_properties_is_stored_as_java_stores_it(
+    producer: Producer, broker: RunningBroker
+) -> None:
+    # JSON may escape a lone surrogate; Java's getBytes(UTF_8) writes it as "?" and
+    # String.hashCode still counts its code unit (0xD800) in the tags code.
+    properties = "TAGS\x01a\ud800b\x02color\x01x\udfffy"
+    response = await send_raw(producer, v1_header(properties=properties))
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    assert "MSG_REGION" in response.ext_fields
+    (record,) = records(broker.config)
+    stored = decode_properties(record.properties)
+    assert (stored["TAGS"], stored["color"]) == ("a?b", "x?y")
+    consume = broker.server.broker.consume
+    assert consume is not None
+    await wait_until(lambda: consume.max_offset_in_queue("TopicA", 0) == 1)
+    queue = consume.table.existing("TopicA", 0)
+    unit = queue.get(0) if queue is not None else None
+    assert unit is not None and unit.tags_code == (97 * 31 + 0xD800) * 31 + 98
