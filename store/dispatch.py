@@ -6,7 +6,8 @@ never read a message that a crash could take back. Transaction PREPARED and ROLL
 not dispatched. On open the queues are repaired against the recovered commit log: units at or
 past its end are dropped, and dispatch resumes from the queues' own end (the lowest end over all
 queues and the saved dispatch offset), so nothing is skipped and re-dispatch is idempotent.
-Mirrors ReputMessageService and DefaultMessageStore.recoverTopicQueueTable (4.9).
+The fully dispatched offset is kept in `consumequeue/dispatched.offset`. Mirrors
+ReputMessageService and DefaultMessageStore.recoverTopicQueueTable (4.9).
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ from store.reader import CommitLogReader
 
 log = structlog.get_logger()
 
-DISPATCHED_FILE: Final = "dispatched"  # consumequeue/dispatched: int64 text, after an fdatasync
+#: consumequeue/dispatched.offset: the fully dispatched offset, int64 text, written after the
+#: queues' fdatasync. Beside the topic directories, so removing consumequeue/ rebuilds everything;
+#: the dot keeps it apart from any topic name (topics are `[%|a-zA-Z0-9_-]+`).
+DISPATCHED_FILE: Final = "dispatched.offset"
+#: its earlier name, which a topic called "dispatched" collided with
+_LEGACY_FILE: Final = "dispatched"
 SAVE_INTERVAL_S: Final = 1.0  # queues fdatasync'ed and the dispatch offset saved this often
 RETRY_INTERVAL_S: Final = 0.5  # wait after a failed consume-queue write (a full disk)
 DISPATCH_BATCH: Final = 4096  # records per pass, so other tasks run between passes
@@ -83,12 +89,19 @@ class ConsumeQueueTable:
     def _dispatched_path(self) -> str:
         return os.path.join(self.root, "consumequeue", DISPATCHED_FILE)
 
+    def _legacy_dispatched_path(self) -> str:
+        return os.path.join(self.root, "consumequeue", _LEGACY_FILE)
+
     def saved_dispatch_offset(self) -> int | None:
-        try:
-            with open(self._dispatched_path(), encoding="ascii") as handle:
-                return int(handle.read().strip() or "0")
-        except (FileNotFoundError, ValueError):
-            return None
+        for path in (self._dispatched_path(), self._legacy_dispatched_path()):
+            if not os.path.isfile(path):
+                continue  # the legacy name may be a topic's directory
+            try:
+                with open(path, encoding="ascii") as handle:
+                    return int(handle.read().strip() or "0")
+            except (FileNotFoundError, ValueError):
+                return None
+        return None
 
     def save_dispatch_offset(self, offset: int) -> None:
         """Flush the queues, then record `offset` (temp + fsync + rename) as fully dispatched."""
@@ -101,6 +114,9 @@ class ConsumeQueueTable:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        legacy = self._legacy_dispatched_path()
+        if os.path.isfile(legacy):
+            os.remove(legacy)  # the new file is in place: the old one must not be read again
 
     def repair(self, commit_log_min: int, commit_log_max: int) -> int:
         """Drop units past `commit_log_max`; return the offset dispatch must resume from."""

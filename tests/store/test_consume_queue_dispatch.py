@@ -133,7 +133,7 @@ async def test_queues_are_rebuilt_to_match_the_commit_log_after_a_crash(
         shutil.copytree(root, crash, ignore=shutil.ignore_patterns("lock"))
     shutil.rmtree(os.path.join(crash, "consumequeue", "T1", "1"))
     with contextlib.suppress(FileNotFoundError):  # saved at most once a second
-        os.remove(os.path.join(crash, "consumequeue", "dispatched"))
+        os.remove(os.path.join(crash, "consumequeue", "dispatched.offset"))
     table = ConsumeQueueTable(crash)
     table.find("T1", 0).append(15, 10**6, 99, 0)  # past the commit log's end, after a hole
     table.close()
@@ -281,3 +281,39 @@ async def test_offset_by_time_reads_store_times_of_both_host_kinds_not_bodies(
         assert consume.offset_by_time("T1", 0, 9_000) == 6
         assert consume.store_timestamp_at("T1", 0, 6) is None
         assert sizes and max(sizes) < 100  # the record heads, never the 2 KiB bodies
+
+
+async def test_a_topic_named_like_the_dispatch_offset_file_is_an_ordinary_topic(
+    config: MessageStoreConfig,
+) -> None:
+    async with DefaultMessageStore.open(config) as store:
+        await store.put_message(make_msg(topic="T1"))
+        await trio.sleep(1.2)  # the dispatch offset has been saved
+        await store.put_message(make_msg(topic="dispatched"))
+        await store.put_message(make_msg(topic="T1"))
+        consume = store.consume
+        assert consume is not None
+        await wait_until(lambda: consume.max_offset_in_queue("T1", 0) == 2)
+        assert consume.max_offset_in_queue("dispatched", 0) == 1
+    async with DefaultMessageStore.open(config) as store:  # and the store opens again
+        reopened = store.consume
+        assert reopened is not None
+        assert reopened.max_offset_in_queue("dispatched", 0) == 1
+        assert reopened.max_offset_in_queue("T1", 0) == 2
+
+
+async def test_a_dispatch_offset_in_the_old_place_is_read_then_moved(
+    config: MessageStoreConfig,
+) -> None:
+    async with DefaultMessageStore.open(config) as store:
+        for _ in range(3):
+            await store.put_message(make_msg())
+        end = store.max_offset
+    root = pathlib.Path(config.store_path_root_dir)
+    (root / "consumequeue" / "dispatched.offset").rename(root / "consumequeue" / "dispatched")
+    table = ConsumeQueueTable(str(root))
+    assert table.saved_dispatch_offset() == end
+    table.save_dispatch_offset(end)
+    table.close()
+    assert not (root / "consumequeue" / "dispatched").exists()
+    assert (root / "consumequeue" / "dispatched.offset").read_text() == str(end)
