@@ -111,8 +111,10 @@ class MappedFileQueue:
                 mapped_file.set_positions(offset - start)
                 kept.append(mapped_file)
             else:
-                mapped_file.destroy()
                 removed.append(mapped_file)
+        # Newest first: a crash part-way leaves the kept segments gap-free, so the store opens.
+        for mapped_file in reversed(removed):
+            mapped_file.destroy()
         self.mapped_files = kept
         self.flushed_where = self.committed_where = offset
         return removed

@@ -14,6 +14,7 @@ import pytest
 from store.checkpoint import TOPIC_QUEUE_TABLE_FILE, TopicQueueTableSnapshot, read_flush_offset
 from store.config import FlushDiskType, MessageStoreConfig
 from store.errors import CommitLogCorruptError, StoreLoadError, StoreLockedError
+from store.mapped_file import MappedFile, create_segment_file
 from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader
 from store.status import PutMessageStatus
@@ -176,3 +177,33 @@ def test_a_second_cut_at_the_same_offset_keeps_the_first_side_file(tmp_path: pat
     assert first is not None and second is not None and first != second
     assert pathlib.Path(first).read_bytes() == b"first-torn"
     assert pathlib.Path(second).read_bytes() == b"second-torn"
+
+
+class _Killed(BaseException):
+    """The process dies here."""
+
+
+async def test_a_crash_while_dirty_segments_are_removed_leaves_a_store_that_opens(
+    config: MessageStoreConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with DefaultMessageStore.open(config) as store:
+        await store.put_message(make_msg())
+    for base in (SEGMENT, 2 * SEGMENT):  # empty segments a crash left after the data
+        create_segment_file(os.path.join(config.store_path_commit_log, f"{base:020d}"), SEGMENT)
+    touch(os.path.join(config.store_path_root_dir, "abort"))
+    real_destroy = MappedFile.destroy
+    destroyed: list[str] = []
+
+    def destroy_then_die(self: MappedFile) -> None:
+        destroyed.append(self.file_name)
+        if len(destroyed) == 2:
+            raise _Killed  # killed between the two unlinks
+        real_destroy(self)
+
+    monkeypatch.setattr(MappedFile, "destroy", destroy_then_die)
+    with pytest.raises(_Killed):
+        async with DefaultMessageStore.open(config):
+            pass
+    monkeypatch.setattr(MappedFile, "destroy", real_destroy)
+    async with DefaultMessageStore.open(config) as store:
+        assert store.max_offset > 0
