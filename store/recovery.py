@@ -197,6 +197,9 @@ def recover(queue: MappedFileQueue, config: MessageStoreConfig) -> RecoveryResul
         )
         start, table = 0, {}
         scan = _scan(files, 0, table, config.check_crc_on_recover)
+        # Replaced at once: left in place, it would look valid again once the log grew past its
+        # offset, and a crash then would bring back queue offsets of the records cut away.
+        TopicQueueTableSnapshot(scan.process_offset, dict(table)).write(root)
     if scan.bad_index is not None:
         _check_tail(files, scan, config, checkpoint, root)
     log.info(

@@ -7,6 +7,7 @@ import dataclasses
 import glob
 import os
 import pathlib
+import shutil
 import struct
 
 import pytest
@@ -207,3 +208,33 @@ async def test_a_crash_while_dirty_segments_are_removed_leaves_a_store_that_open
     monkeypatch.setattr(MappedFile, "destroy", real_destroy)
     async with DefaultMessageStore.open(config) as store:
         assert store.max_offset > 0
+
+
+async def test_a_snapshot_left_ahead_by_a_cut_is_not_trusted_after_the_log_regrows(
+    config: MessageStoreConfig,
+) -> None:
+    config = dataclasses.replace(config, checkpoint_interval_ms=1000)
+    root = config.store_path_root_dir
+    offsets = []
+    async with DefaultMessageStore.open(config) as store:
+        for i in range(60):
+            result = await store.put_message(make_msg(b"r%03d" % i, queue_id=i % 3))
+            assert result.append_result is not None
+            offsets.append(result.append_result.wrote_offset)
+        end = store.max_offset
+    cut = next(o for o in offsets if o >= end - end % SEGMENT)  # the last segment's first record
+    segment = os.path.join(config.store_path_commit_log, f"{cut - cut % SEGMENT:020d}")
+    patch_file(segment, cut % SEGMENT, bytes(SEGMENT - cut % SEGMENT))  # its data is lost
+    async with DefaultMessageStore.open(config) as store:
+        assert store.max_offset == cut
+        expected = dict(store.topic_queue_table)
+        while store.max_offset <= end + 200:  # past the old snapshot's offset, queue 0 only
+            await store.put_message(make_msg(b"new", queue_id=0))
+        expected["T1-0"] = store.topic_queue_table["T1-0"]
+        crash = root + "-crash"  # the process dies here: the directory as it stands
+        shutil.copytree(root, crash, ignore=shutil.ignore_patterns("lock"))
+    touch(os.path.join(crash, "abort"))
+    async with DefaultMessageStore.open(
+        dataclasses.replace(config, store_path_root_dir=crash)
+    ) as s:
+        assert s.topic_queue_table == expected
