@@ -328,6 +328,8 @@ class CommitRealTimeService:
         self.flush_service = flush_service
         self.return_buffer = return_buffer
         self.commit_count = 0
+        #: a commit failed (EIO, ENOSPC...): the store is not writeable and commits stop
+        self.failed = False
         self._schedule = _Schedule(
             config.commit_interval_commit_log_ms,
             config.commit_commit_log_thorough_interval_ms,
@@ -345,11 +347,19 @@ class CommitRealTimeService:
                 self.flush_service.wakeup()
 
     async def commit(self, least_pages: int) -> bool:
+        """Commit what the schedule allows; a failure is handed to the flush service's failure
+        hook (the store stops taking puts) instead of ending the service and the store."""
         committed = False
-        while await self.queue.commit(least_pages):
-            committed = True
-            self.commit_count += 1
-            self._release_committed_buffers()
+        if self.failed:
+            return committed
+        try:
+            while await self.queue.commit(least_pages):
+                committed = True
+                self.commit_count += 1
+                self._release_committed_buffers()
+        except OSError as exc:
+            self.failed = True
+            self.flush_service.on_failed(exc)
         return committed
 
     def _release_committed_buffers(self) -> None:

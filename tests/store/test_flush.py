@@ -6,6 +6,7 @@ import dataclasses
 import errno
 import os
 
+import pytest
 import trio
 import trio.testing
 from structlog.testing import capture_logs
@@ -162,3 +163,21 @@ async def test_transient_store_pool(config: MessageStoreConfig) -> None:
         assert store.pool.allocated <= 2
     with CommitLogReader(config.store_path_root_dir) as reader:
         assert [r.physical_offset for r in reader.iter_records(0)] == offsets
+
+
+async def test_a_failed_commit_stops_puts_and_leaves_the_store_running(
+    config: MessageStoreConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing_commit(self: MappedFile, start: int, end: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(MappedFile, "commit_range", failing_commit)
+    config = dataclasses.replace(config, transient_store_pool_enable=True)
+    with capture_logs() as logs:
+        async with DefaultMessageStore.open(config) as store:
+            assert (await store.put_message(make_msg())).status is PutMessageStatus.PUT_OK
+            await wait_until(lambda: not store.running_flags.is_writeable())
+            refused = await store.put_message(make_msg())
+            assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    failures = [e for e in logs if e["event"] == "commit_log_flush_failed"]
+    assert len(failures) == 1 and "Input/output error" in failures[0]["error"]
