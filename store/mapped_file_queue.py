@@ -24,9 +24,13 @@ Flusher = Callable[[MappedFile], Awaitable[None]]
 class MappedFileQueue:
     """Segments of one directory in offset order; the writer appends to the last one."""
 
-    def __init__(self, store_path: str, mapped_file_size: int) -> None:
+    def __init__(
+        self, store_path: str, mapped_file_size: int, *, write_buffers: bool = False
+    ) -> None:
         self.store_path = store_path
         self.mapped_file_size = mapped_file_size
+        #: write-buffer mode: appends reach the files only when `commit` copies them
+        self.write_buffers = write_buffers
         self.mapped_files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
@@ -78,6 +82,10 @@ class MappedFileQueue:
     @property
     def max_offset(self) -> int:
         """End of what readers may see (committed data in write-buffer mode)."""
+        if self.write_buffers:
+            # The commit point, not the last segment's: after a roll, the end of the previous
+            # segment may still be waiting in its buffer.
+            return self.committed_where
         last = self.last_mapped_file
         return last.file_from_offset + last.read_position if last else 0
 

@@ -80,7 +80,9 @@ class DefaultMessageStore:
         self.stats = StoreStats()
         self.shutdown = False
         self.mapped_file_queue = MappedFileQueue(
-            config.store_path_commit_log, config.mapped_file_size_commit_log
+            config.store_path_commit_log,
+            config.mapped_file_size_commit_log,
+            write_buffers=config.transient_store_pool_effective,
         )
         self.pool = (
             TransientStorePool(config.transient_store_pool_size, config.mapped_file_size_commit_log)

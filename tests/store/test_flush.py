@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
+import threading
 
 import pytest
 import trio
@@ -14,6 +15,7 @@ from structlog.testing import capture_logs
 from store.checkpoint import read_flush_offset
 from store.config import FlushDiskType, MessageStoreConfig
 from store.flush import thread_flusher
+from store.format import decode_record
 from store.mapped_file import MappedFile
 from store.message import PutMessageResult
 from store.message_store import DefaultMessageStore
@@ -181,3 +183,38 @@ async def test_a_failed_commit_stops_puts_and_leaves_the_store_running(
             assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     failures = [e for e in logs if e["event"] == "commit_log_flush_failed"]
     assert len(failures) == 1 and "Input/output error" in failures[0]["error"]
+
+
+async def test_records_still_in_a_write_buffer_are_not_served_after_a_roll(
+    config: MessageStoreConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    real_commit = MappedFile.commit_range
+
+    def slow_commit(self: MappedFile, start: int, end: int) -> None:
+        release.wait(10)  # a slow disk: the copy into the file has not happened yet
+        real_commit(self, start, end)
+
+    monkeypatch.setattr(MappedFile, "commit_range", slow_commit)
+    config = dataclasses.replace(config, transient_store_pool_enable=True)
+    try:
+        async with DefaultMessageStore.open(config) as store:
+            for i in range(40):  # about 4.5 KiB: rolls into the second 4 KiB segment
+                await store.put_message(make_msg(b"w%03d" % i))
+            assert store.segment_count == 2
+            assert store.max_offset == store.mapped_file_queue.committed_where < 4096
+            consume = store.consume
+            assert consume is not None
+            await trio.sleep(0.3)  # dispatch had its chances
+            early = consume.get_message("T1", 0, 0, 1)
+            release.set()
+            # nothing yet, or the real record: never bytes the file does not hold yet
+            for data in early.messages:
+                assert decode_record(data, 0).body == b"w000"
+            await wait_until(lambda: consume.max_offset_in_queue("T1", 0) == 40)
+            late = consume.get_message("T1", 0, 0, 40)
+            assert [decode_record(m, 0).body for m in late.messages] == [
+                b"w%03d" % i for i in range(40)
+            ]
+    finally:
+        release.set()
