@@ -58,6 +58,7 @@ class ConsumeQueue:
         self.min_logic_offset = 0  # first logical offset still on disk
         self.max_logic_offset = 0  # next logical offset to be written
         self.max_physical_offset = 0  # commit-log end of the last unit (offset + size)
+        self.holes_filled = 0  # units written below the end by re-dispatch (`_fill_hole`)
         self._fds: dict[int, int] = {}
         self._load()
 
@@ -130,7 +131,7 @@ class ConsumeQueue:
         queue; RocketMQ fills such holes with blank units and so do we (offset 0 is never read).
         """
         if queue_offset < self.max_logic_offset:
-            return False
+            return self._fill_hole(queue_offset, physical_offset, size, tags_code)
         if physical_offset + size <= self.max_physical_offset and self.max_logic_offset > 0:
             return False
         if queue_offset > self.max_logic_offset:
@@ -150,6 +151,34 @@ class ConsumeQueue:
         os.pwrite(fd, CQ_UNIT.pack(physical_offset, size, tags_code), byte_pos - base)
         self.max_logic_offset = queue_offset + 1
         self.max_physical_offset = physical_offset + size
+        return True
+
+    def _fill_hole(
+        self, queue_offset: int, physical_offset: int, size: int, tags_code: int
+    ) -> bool:
+        """Re-dispatch of a unit below the end: rewrite it when the file does not hold it.
+
+        A power cut can lose any page written after the last fdatasync, not only the last ones
+        (and a 4 KiB page cuts units in two); the end found at load skips such a hole, and the
+        commit log, which re-dispatch reads, is the authority on every unit."""
+        if queue_offset < self.min_logic_offset:
+            return False  # removed with its file: not brought back
+        byte_pos = queue_offset * CQ_STORE_UNIT_SIZE
+        base = byte_pos - byte_pos % self.file_size
+        fd = self._fd(base, create=True)
+        assert fd is not None
+        unit = CQ_UNIT.pack(physical_offset, size, tags_code)
+        if os.pread(fd, CQ_STORE_UNIT_SIZE, byte_pos - base) == unit:
+            return False  # already there
+        os.pwrite(fd, unit, byte_pos - base)
+        if not self.holes_filled:
+            log.warning(
+                "consume_queue_hole_filled",
+                topic=self.topic,
+                queue_id=self.queue_id,
+                queue_offset=queue_offset,
+            )
+        self.holes_filled += 1
         return True
 
     def append_run(self, units: list[tuple[int, int, int, int]]) -> bool:

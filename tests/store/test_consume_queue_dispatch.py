@@ -13,6 +13,7 @@ import threading
 import pytest
 import trio
 import trio.lowlevel
+from structlog.testing import capture_logs
 
 from store.config import FlushDiskType, MessageStoreConfig
 from store.consume_queue import CqUnit
@@ -25,7 +26,7 @@ from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader
 from store.status import PutMessageStatus
 
-from .conftest import make_msg, wait_until
+from .conftest import make_msg, patch_file, touch, wait_until
 
 
 def sync(config: MessageStoreConfig) -> MessageStoreConfig:
@@ -317,3 +318,34 @@ async def test_a_dispatch_offset_in_the_old_place_is_read_then_moved(
     table.close()
     assert not (root / "consumequeue" / "dispatched").exists()
     assert (root / "consumequeue" / "dispatched.offset").read_text() == str(end)
+
+
+async def test_a_consume_queue_page_lost_in_a_power_cut_is_dispatched_again(
+    config: MessageStoreConfig,
+) -> None:
+    config = dataclasses.replace(config, mapped_file_size_commit_log=1 << 20)
+    root = config.store_path_root_dir
+    async with DefaultMessageStore.open(config) as store:
+        for i in range(600):
+            assert (
+                await store.put_message(make_msg(b"m%04d" % i))
+            ).status is PutMessageStatus.PUT_OK
+    cq = os.path.join(root, "consumequeue", "T1", "0", f"{0:020d}")
+    patch_file(cq, 4096, bytes(4096))  # units 204..408 never reached the disk, later ones did
+    os.remove(os.path.join(root, "consumequeue", "dispatched.offset"))  # saved before them
+    touch(os.path.join(root, "abort"))
+    with capture_logs() as logs:
+        async with DefaultMessageStore.open(config) as store:
+            consume = store.consume
+            assert consume is not None
+
+            def complete() -> bool:  # once re-dispatch has run: every unit in place
+                got = consume.get_message("T1", 0, 0, 600).messages
+                return len(got) == 600 and all(len(m) > 0 for m in got)
+
+            await wait_until(complete)
+            got = consume.get_message("T1", 0, 0, 600)
+            assert [decode_record(m, 0).body for m in got.messages] == [
+                b"m%04d" % i for i in range(600)
+            ]
+    assert [e["event"] for e in logs].count("consume_queue_hole_filled") == 1
