@@ -17,6 +17,8 @@ from typing import Final
 
 import structlog
 
+from store.mapped_file import fsync_dir
+
 # One unit, big-endian like every RocketMQ file:
 CQ_UNIT: Final = struct.Struct(
     ">"
@@ -60,6 +62,7 @@ class ConsumeQueue:
         self.max_physical_offset = 0  # commit-log end of the last unit (offset + size)
         self.holes_filled = 0  # units written below the end by re-dispatch (`_fill_hole`)
         self._fds: dict[int, int] = {}
+        self._unsynced_dirs: set[str] = set()
         self._load()
 
     # --- files --------------------------------------------------------------------------------
@@ -78,6 +81,11 @@ class ConsumeQueue:
         path = os.path.join(self.dir, _file_name(base))
         if not create and not os.path.exists(path):
             return None
+        if not os.path.exists(path):
+            # The new name (and any directory made for it) is made durable by the next flush:
+            # the dispatch offset saved after it must never outlive the file after a power cut.
+            topic_dir = os.path.dirname(self.dir)
+            self._unsynced_dirs.update((self.dir, topic_dir, os.path.dirname(topic_dir)))
         os.makedirs(self.dir, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if os.fstat(fd).st_size < self.file_size:
@@ -215,8 +223,13 @@ class ConsumeQueue:
         return written
 
     def flush(self) -> None:
-        for fd in self._fds.values():
+        """fdatasync every file, then fsync the directories of files created since the last
+        flush. Runs in a worker thread while dispatch may add files: it works on copies."""
+        for fd in list(self._fds.values()):
             os.fdatasync(fd)
+        dirs, self._unsynced_dirs = self._unsynced_dirs, set()
+        for path in sorted(dirs, key=len, reverse=True):  # the queue's directory first
+            fsync_dir(path)
 
     # --- read ---------------------------------------------------------------------------------
 

@@ -77,7 +77,7 @@ class ConsumeQueueTable:
             queue.close()
 
     def flush(self) -> None:
-        for queue in self.queues.values():
+        for queue in list(self.queues.values()):  # a worker thread: dispatch may add queues
             queue.flush()
 
     def topic_queue_table(self) -> dict[str, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,3 +59,23 @@ def test_truncate_drops_units_at_or_past_the_commit_log_end(tmp_path: Path) -> N
 def test_java_string_hash_is_int32(text: str) -> None:
     value = java_string_hash(text)
     assert -(1 << 31) <= value < (1 << 31)
+
+
+def test_the_first_flush_after_a_new_file_makes_its_name_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[str] = []
+    monkeypatch.setattr("store.consume_queue.fsync_dir", synced.append)
+    queue = ConsumeQueue(str(tmp_path), "T", 3, units_per_file=4)
+    queue.append(0, 0, 100, 0)
+    queue.flush()
+    base = tmp_path / "consumequeue"
+    assert synced == [str(base / "T" / "3"), str(base / "T"), str(base)]
+    queue.append(1, 100, 100, 0)  # same file: no new name
+    queue.flush()
+    assert len(synced) == 3
+    for n in range(2, 5):  # the fifth unit opens the second file
+        queue.append(n, 100 * n, 100, 0)
+    queue.flush()
+    assert synced[3:] == [str(base / "T" / "3"), str(base / "T"), str(base)]
+    queue.close()
