@@ -79,9 +79,10 @@ class ConsumeQueue:
         if fd is not None:
             return fd
         path = os.path.join(self.dir, _file_name(base))
-        if not create and not os.path.exists(path):
+        exists = os.path.exists(path)
+        if not create and not exists:
             return None
-        if not os.path.exists(path):
+        if not exists:
             # The new name (and any directory made for it) is made durable by the next flush:
             # the dispatch offset saved after it must never outlive the file after a power cut.
             topic_dir = os.path.dirname(self.dir)
