@@ -94,6 +94,16 @@ def snap_to_record(store_dir: str, offset: int, bounds: splits.StoreBounds) -> i
     return bounds.durable_offset if found is None else min(int(found), bounds.durable_offset)
 
 
+def read_partition(
+    partition: InputPartition, opts: options.SourceOptions
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one planned split. An empty plan still gets one task from Spark, with a bare
+    `InputPartition(None)`: it has no rows."""
+    if not isinstance(partition, splits.Split):
+        return iter(())
+    return splits.read_split(partition, decode_options(opts))
+
+
 class CommitLogBatchReader(DataSourceReader):
     """Reads `[startingOffsets, endingOffsets)`, never past the durable offset at planning time."""
 
@@ -131,5 +141,4 @@ class CommitLogBatchReader(DataSourceReader):
         return self.planned
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, splits.Split)
-        return splits.read_split(partition, decode_options(self.opts))
+        return read_partition(partition, self.opts)

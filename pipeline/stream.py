@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from pipeline import columnar, options, splits
-from pipeline.source import checked_start, decode_options, snap_to_record
+from pipeline.source import checked_start, read_partition, snap_to_record
 from store.columns import walk
 
 log = structlog.get_logger()
@@ -82,8 +82,7 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return splits.plan(bounds, self.opts.store_dir, begin, stop, self.opts.split_bytes)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, splits.Split)
-        return splits.read_split(partition, decode_options(self.opts))
+        return read_partition(partition, self.opts)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: the checkpoint is the only record of progress."""

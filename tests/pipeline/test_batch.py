@@ -150,3 +150,19 @@ def test_unflushed_records_appear_only_once_flushed(
     with CommitLogReader(root) as reader:
         assert reader.durable_offset() == written
     assert load(spark, root).count() == 25
+
+
+def test_empty_ranges_give_an_empty_frame_with_the_schema(
+    spark: SparkSession, mixed: tuple[str, list[stores.Put]], tmp_path: pathlib.Path
+) -> None:
+    root, puts = mixed
+    first = min(put.offset for put in puts)
+    new_store = str(tmp_path / "new")
+    stores.append_sync(new_store, [])
+    for df in (
+        load(spark, root, startingOffsets="latest"),
+        load(spark, root, startingOffsets=str(first + 1), endingOffsets=str(first + 1)),
+        load(spark, new_store),
+    ):
+        assert rows(df) == []
+        assert df.schema == load(spark, root).schema
