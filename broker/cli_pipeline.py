@@ -61,6 +61,10 @@ def _store(store_dir: str) -> str:
 @click.group("pipeline")
 def pipeline() -> None:
     """Spark jobs over a commit-log store (needs pyspark, pyarrow and Java 17+)."""
+    from broker.logging import configure_logging
+
+    # Events go to stderr: stdout carries only the commands' output (`stats --json` is JSON).
+    configure_logging()
 
 
 @pipeline.command("export")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import collections
 import json
 import pathlib
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -87,7 +89,7 @@ def test_export_writes_every_message_as_parquet(
 def test_cli_stats_prints_one_json_object_per_topic(spark: SparkSession, store_dir: str) -> None:
     result = CliRunner().invoke(pipeline, ["stats", "--store-dir", store_dir, "--json"])
     assert result.exit_code == 0, result.output
-    lines = [json.loads(line) for line in result.output.splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert {line["topic"]: line["messages"] for line in lines} == {
         topic: want["messages"] for topic, want in expected_stats(store_dir).items()
     }
@@ -114,3 +116,21 @@ def test_not_a_store_is_one_line(tmp_path: pathlib.Path) -> None:
     assert "not a store directory" in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert isinstance(pipeline, click.Group)
+
+
+def test_cli_stats_json_stdout_is_only_json_and_a_new_store_has_no_rows(
+    store_dir: str, tmp_path: pathlib.Path
+) -> None:
+    new_store = str(tmp_path / "new")
+    stores.append_sync(new_store, [])
+    for root, topics in ((store_dir, set(expected_stats(store_dir))), (new_store, set())):
+        done = subprocess.run(
+            [sys.executable, "-m", "broker", "pipeline", "stats", "--store-dir", root, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert {json.loads(line)["topic"] for line in done.stdout.splitlines()} == topics
+        assert "spark_session_started" in done.stderr
