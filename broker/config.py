@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import ipaddress
+import math
 import os
 import tomllib
 import types
@@ -31,6 +33,20 @@ CONFIG_FILE_ENV: Final = "RMQ_CONFIG"
 _TRUE: Final = frozenset({"true", "1", "yes", "on"})
 _FALSE: Final = frozenset({"false", "0", "no", "off"})
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
+#: `RMQ_` variables that are not configuration keys: the TOML file's name and the switches of the
+#: project's own test and container tooling, which the brokers those tools start inherit
+_NOT_CONFIG_ENV: Final = frozenset(
+    {
+        CONFIG_FILE_ENV,
+        "RMQ_SOAK",
+        "RMQ_CONTAINER_TEST",
+        "RMQ_CONTAINER_TEST_SPARK",
+        "RMQ_CONTAINER_CACHE",
+        "RMQ_CONTAINER_KEEP",
+    }
+)
+#: how `namesrv_listen` and `metrics_listen` are switched off
+_OFF: Final = frozenset({"", "none"})
 
 
 class ConfigError(ValueError):
@@ -50,7 +66,7 @@ class HostPort:
     def parse(cls, key: str, text: str) -> HostPort:
         """`HOST:PORT`, `[V6]:PORT` or `:PORT` (all interfaces); `ConfigError` otherwise."""
         host, sep, port_text = text.strip().rpartition(":")
-        if not sep or not port_text.isdigit():
+        if not sep or not (port_text.isascii() and port_text.isdigit()):
             raise ConfigError(key, f"expected HOST:PORT, got {text!r}")
         port = int(port_text)
         if port > 65535:
@@ -116,9 +132,9 @@ class BrokerConfig:
             "max_frame_length",
         )
         for name in positive:
-            if getattr(self, name) <= 0:
+            if not getattr(self, name) > 0:
                 raise ConfigError(name, f"must be > 0, got {getattr(self, name)!r}")
-        if self.shutdown_timeout_s < 0:
+        if not self.shutdown_timeout_s >= 0:
             raise ConfigError("shutdown_timeout_s", "must be >= 0")
         if self.broker_permission not in range(8):
             raise ConfigError(
@@ -130,7 +146,22 @@ class BrokerConfig:
             raise ConfigError("broker_name", "broker and cluster names must not be empty")
         if self.log_level.lower() not in {"debug", "info", "warning", "error"}:
             raise ConfigError("log_level", f"unknown level {self.log_level!r}")
+        self._check_store_host()
         self._check_security()
+
+    def _check_store_host(self) -> None:
+        """Every record carries the store host as a 4- or 16-byte address: it must be an IP."""
+        if self.broker_ip1:
+            if not _is_ip(self.broker_ip1):
+                raise ConfigError(
+                    "broker_ip1", f"expected an IPv4 or IPv6 address, got {self.broker_ip1!r}"
+                )
+        elif not _is_ip(self.store_host_ip):
+            raise ConfigError(
+                "broker_ip1",
+                f"the listen host {self.listen.host!r} is not an IP address: set broker_ip1 to "
+                "the address producers reach this broker at",
+            )
 
     def _check_security(self) -> None:
         if self.acl_enable and not self.acl_file:
@@ -147,6 +178,14 @@ class BrokerConfig:
         if self.broker_ip1:
             return self.broker_ip1
         return "127.0.0.1" if self.listen.host in _WILDCARDS else self.listen.host
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 _BROKER_FIELDS: Final = {f.name for f in dataclasses.fields(BrokerConfig)} - {"store"}
@@ -179,7 +218,8 @@ def build_config(raw: Mapping[str, object]) -> BrokerConfig:
     store_values: dict[str, Any] = {}
     for key, value in raw.items():
         if key in _HOST_PORT_KEYS:
-            broker_values[key] = None if value in (None, "") else HostPort.parse(key, str(value))
+            off = value is None or (isinstance(value, str) and value.strip().lower() in _OFF)
+            broker_values[key] = None if off else HostPort.parse(key, str(value))
         elif key in _BROKER_FIELDS:
             broker_values[key] = _coerce(key, value, _BROKER_HINTS[key])
         elif key in _STORE_FIELDS:
@@ -206,6 +246,8 @@ def _read_toml(path: str) -> dict[str, object]:
             data = tomllib.load(fh)
     except OSError as exc:
         raise ConfigError("config", f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("config", f"{path} is not valid TOML: not UTF-8 ({exc.reason})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("config", f"{path} is not valid TOML: {exc}") from None
     flat: dict[str, object] = {}
@@ -222,10 +264,11 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, object]:
     known = _BROKER_FIELDS | _STORE_FIELDS
     result: dict[str, object] = {}
     for name, value in environ.items():
-        if name.startswith(ENV_PREFIX) and name != CONFIG_FILE_ENV:
+        if name.startswith(ENV_PREFIX) and name not in _NOT_CONFIG_ENV:
             key = name[len(ENV_PREFIX) :].lower()
-            if key in known:
-                result[key] = value
+            if key not in known:
+                raise ConfigError(name, "unknown configuration variable")
+            result[key] = value
     return result
 
 
@@ -280,12 +323,16 @@ def _coerce_number(key: str, value: object, kind: type[int] | type[float]) -> in
     if isinstance(value, int | float):
         if kind is int and isinstance(value, float):
             raise ConfigError(key, f"expected an integer, got {value!r}")
-        return kind(value)
-    try:
-        return kind(str(value).strip().replace("_", ""))
-    except ValueError:
-        what = "an integer" if kind is int else "a number"
-        raise ConfigError(key, f"expected {what}, got {value!r}") from None
+        number = kind(value)
+    else:
+        try:
+            number = kind(str(value).strip().replace("_", ""))
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise ConfigError(key, f"expected {what}, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ConfigError(key, f"expected a finite number, got {value!r}")
+    return number
 
 
 _BROKER_HINTS: Final = typing.get_type_hints(BrokerConfig)

@@ -93,6 +93,16 @@ def test_config_file_can_come_from_the_environment(tmp_path: pathlib.Path) -> No
         ({"no_such_key": "1"}, "no_such_key"),
         ({"default_topic_queue_nums": 1.5}, "default_topic_queue_nums"),
         ({"broker_name": 7}, "broker_name"),
+        ({"broker_ip1": "localhost"}, "broker_ip1"),
+        ({"broker_ip1": "300.1.1.1"}, "broker_ip1"),
+        ({"listen": "localhost:10911"}, "broker_ip1"),
+        ({"listen": "127.0.0.1:\u00b2"}, "listen"),
+        ({"listen": "127.0.0.1:-1"}, "listen"),
+        ({"listen": "[::1]"}, "listen"),
+        ({"idle_timeout_s": "nan"}, "idle_timeout_s"),
+        ({"shutdown_timeout_s": float("nan")}, "shutdown_timeout_s"),
+        ({"write_timeout_s": "inf"}, "write_timeout_s"),
+        ({"disk_space_warning_level_ratio": "nan"}, "disk_space_warning_level_ratio"),
     ],
 )
 def test_bad_values_name_their_key(raw: dict[str, object], key: str) -> None:
@@ -109,6 +119,32 @@ def test_unreadable_and_invalid_toml_are_config_errors(tmp_path: pathlib.Path) -
         load_config(write(tmp_path, "broker_name = "), environ={})
 
 
+def test_toml_that_is_not_utf8_is_a_config_error(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "broker.toml"
+    path.write_bytes(b'broker_name = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(str(path), environ={})
+
+
+def test_an_unknown_rmq_variable_stops_startup_naming_it() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(environ={"RMQ_BROKER_NAEM": "b"})
+    assert info.value.key == "RMQ_BROKER_NAEM"
+    # Variables of the container entry point and the test harness are not configuration keys.
+    tooling = {name: "1" for name in ("RMQ_SOAK", "RMQ_CONTAINER_TEST", "RMQ_CONTAINER_KEEP")}
+    assert load_config(environ=tooling).broker_name == "broker-a"
+
+
+@pytest.mark.parametrize("off", ["none", "None", ""])
+def test_metrics_listen_none_turns_the_endpoint_off(tmp_path: pathlib.Path, off: str) -> None:
+    on = {"RMQ_METRICS_LISTEN": "127.0.0.1:5557"}
+    assert load_config(environ=on).metrics_listen == HostPort("127.0.0.1", 5557)
+    assert load_config(flags={"metrics_listen": off}, environ=on).metrics_listen is None
+    assert load_config(environ={"RMQ_METRICS_LISTEN": off}).metrics_listen is None
+    toml = write(tmp_path, f'metrics_listen = "{off}"\n')
+    assert load_config(toml, environ={}).metrics_listen is None
+
+
 def test_config_is_frozen_and_replaceable() -> None:
     config = BrokerConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -123,6 +159,8 @@ def test_store_host_ip_follows_the_listen_address() -> None:
     assert build_config({"listen": "10.1.2.3:1", "broker_ip1": "1.2.3.4"}).store_host_ip == (
         "1.2.3.4"
     )
+    assert build_config({"listen": "[::1]:1"}).store_host_ip == "::1"
+    assert build_config({"broker_ip1": "fe80::1"}).store_host_ip == "fe80::1"
 
 
 def test_serve_reports_a_bad_value_in_one_line_without_traceback(tmp_path: pathlib.Path) -> None:
