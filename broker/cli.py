@@ -11,21 +11,45 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import os
 import signal
 import sys
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import trio
 
 from broker import __version__
 from broker.config import BrokerConfig, ConfigError, HostPort, load_config
+from store.config import MessageStoreConfig
 from store.errors import StoreError
 
 EXIT_CONFIG_ERROR = 2
 EXIT_SECOND_SIGNAL = 130
+#: the largest body `send` builds: what a broker on default settings accepts
+MAX_BODY_SIZE = MessageStoreConfig().max_message_size
+
+
+class _Seconds(click.ParamType[float]):
+    """A finite, positive number of seconds."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not (math.isfinite(seconds) and seconds > 0):
+            self.fail(f"{value!r} is not a positive number of seconds", param, ctx)
+        return seconds
+
+
+_SECONDS = _Seconds()
 
 
 def _addr(value: str, name: str) -> HostPort:
@@ -144,50 +168,97 @@ def inspect(
 ) -> None:
     """Print the commit log's records up to the durable offset, one JSON object per line."""
     from broker.inspect import inspect_store
+    from store.format import RecordFormatError
 
-    count = inspect_store(
-        store_dir,
-        from_offset=from_offset,
-        topic=topic,
-        with_body=with_body,
-        limit=limit,
-        emit=click.echo,
-    )
-    click.echo(f"{count} records", err=True)
+    if not os.path.isdir(os.path.join(store_dir, "commitlog")):
+        _inspect_failed(f"{store_dir} is not a store (no commitlog directory)")
+    emitted = 0
+
+    def emit(line: str) -> None:
+        nonlocal emitted
+        click.echo(line)
+        emitted += 1
+
+    try:
+        inspect_store(
+            store_dir,
+            from_offset=from_offset,
+            topic=topic,
+            with_body=with_body,
+            limit=limit,
+            emit=emit,
+        )
+    except RecordFormatError as exc:
+        _inspect_failed(
+            f"damaged record at offset {exc.offset}: {exc.reason} ({emitted} before it)"
+        )
+    except OSError as exc:
+        _inspect_failed(f"cannot read {exc.filename or store_dir}: {exc.strerror or exc}")
+    click.echo(f"{emitted} records", err=True)
+
+
+def _inspect_failed(message: str) -> NoReturn:
+    click.echo(f"rmq-broker: inspect: {message}", err=True)
+    sys.exit(1)
 
 
 @main.command()
 @click.option("--namesrv", required=True, help="HOST:PORT of the name server (or the broker).")
 @click.option("--topic", required=True)
 @click.option("--count", default=1, type=click.IntRange(min=1), show_default=True)
-@click.option("--size", default=128, type=click.IntRange(min=0), show_default=True)
+@click.option(
+    "--size",
+    default=128,
+    type=click.IntRange(min=0, max=MAX_BODY_SIZE),
+    show_default=True,
+    help="Body bytes (at most the broker's default max_message_size).",
+)
 @click.option("--concurrency", default=32, type=click.IntRange(min=1), show_default=True)
 @click.option("--tags", default=None)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=10.0,
+    show_default=True,
+    type=_SECONDS,
+    help="Seconds to reach the name server and the broker, and for each send.",
+)
 def send(  # noqa: PLR0917 (click passes every option)
-    namesrv: str, topic: str, count: int, size: int, concurrency: int, tags: str | None
+    namesrv: str,
+    topic: str,
+    count: int,
+    size: int,
+    concurrency: int,
+    tags: str | None,
+    timeout_s: float,
 ) -> None:
     """Send COUNT messages of SIZE bytes and print a JSON summary."""
-    from broker.quick_send import run_quick_send
+    from broker.quick_send import QuickSendError, run_quick_send
 
     address = _addr(namesrv, "--namesrv")
-    ok = trio.run(
-        partial(
-            run_quick_send,
-            address.host,
-            address.port,
-            topic,
-            count=count,
-            size=size,
-            concurrency=concurrency,
-            tags=tags,
+    try:
+        ok = trio.run(
+            partial(
+                run_quick_send,
+                address.host,
+                address.port,
+                topic,
+                count=count,
+                size=size,
+                concurrency=concurrency,
+                tags=tags,
+                timeout_s=timeout_s,
+            )
         )
-    )
+    except QuickSendError as exc:
+        click.echo(f"rmq-broker: send: {exc}", err=True)
+        sys.exit(1)
     sys.exit(0 if ok else 1)
 
 
 @main.command()
 @click.option("--addr", required=True, help="HOST:PORT of the broker.")
-@click.option("--timeout", "timeout_s", default=3.0, show_default=True, type=float)
+@click.option("--timeout", "timeout_s", default=3.0, show_default=True, type=_SECONDS)
 def health(addr: str, timeout_s: float) -> None:
     """Exit 0 when the broker answers GET_BROKER_CLUSTER_INFO correctly, 1 otherwise."""
     from broker.quick_send import check_health

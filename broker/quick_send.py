@@ -8,13 +8,44 @@ JSON summary line. `check_health` sends GET_BROKER_CLUSTER_INFO and checks the a
 from __future__ import annotations
 
 import json
+import math
 import time
+from functools import partial
+from typing import Any
 
 import trio
 
-from broker.client import Message, Producer, SendError, open_producer
+from broker.client import ConnectionClosedError, Message, Producer, SendError, open_producer
 from protocol.codes import ResponseCode
 from protocol.errors import RemotingProtocolError
+
+#: what a peer that cannot be reached or talked to raises, alone or inside an exception group
+_UNREACHABLE = (OSError, trio.TooSlowError, ConnectionClosedError, RemotingProtocolError)
+
+
+class QuickSendError(Exception):
+    """The name server or the broker could not be reached; the message is the operator's line."""
+
+
+def _first_unreachable(exc: BaseException) -> BaseException | None:
+    """`exc`, or the first leaf of an exception group, when it says a peer cannot be reached."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = (_first_unreachable(inner) for inner in exc.exceptions)
+        return next((leaf for leaf in leaves if leaf is not None), None)
+    return exc if isinstance(exc, _UNREACHABLE) else None
+
+
+async def _reaching(address: str, timeout_s: float, work: Any) -> Any:
+    """`await work()` within `timeout_s`; failing to reach `address` raises `QuickSendError`."""
+    try:
+        with trio.fail_after(timeout_s):
+            return await work()
+    except (*_UNREACHABLE, BaseExceptionGroup) as exc:
+        leaf = _first_unreachable(exc)
+        if leaf is None:
+            raise
+        why = f"no answer within {timeout_s} s" if isinstance(leaf, trio.TooSlowError) else leaf
+        raise QuickSendError(f"cannot reach {address}: {why}") from None
 
 
 async def _broker_address(namesrv_host: str, namesrv_port: int, topic: str) -> tuple[str, int]:
@@ -42,9 +73,17 @@ async def run_quick_send(
     size: int,
     concurrency: int,
     tags: str | None,
+    timeout_s: float = 10.0,
 ) -> bool:
-    """Send, print a one-line JSON summary (sent, failed, rate, first error); True if all ok."""
-    host, port = await _broker_address(namesrv_host, namesrv_port, topic)
+    """Send, print a one-line JSON summary (sent, failed, rate, first error); True if all ok.
+
+    Raises `QuickSendError` when the name server or the broker cannot be reached in `timeout_s`.
+    """
+    host, port = await _reaching(
+        f"{namesrv_host}:{namesrv_port}",
+        timeout_s,
+        partial(_broker_address, namesrv_host, namesrv_port, topic),
+    )
     body = (b"rmq-broker " * (size // 11 + 1))[:size]
     failures: list[str] = []
     indexes = iter(range(count))
@@ -57,9 +96,20 @@ async def run_quick_send(
             except Exception as exc:
                 failures.append(str(exc))
 
-    async with open_producer(host, port) as producer, trio.open_nursery() as nursery:
-        for _ in range(min(concurrency, count)):
-            nursery.start_soon(worker, producer)
+    async def send_all() -> None:
+        # `timeout_s` bounds the connect; then each send has its own timeout in the producer.
+        with trio.CancelScope(deadline=trio.current_time() + timeout_s) as connecting:
+            async with (
+                open_producer(host, port, timeout_s=timeout_s) as producer,
+                trio.open_nursery() as nursery,
+            ):
+                connecting.deadline = math.inf
+                for _ in range(min(concurrency, count)):
+                    nursery.start_soon(worker, producer)
+        if connecting.cancelled_caught:
+            raise trio.TooSlowError
+
+    await _reaching(f"{host}:{port}", math.inf, send_all)
     seconds = time.perf_counter() - started
     summary = {
         "broker": f"{host}:{port}",
