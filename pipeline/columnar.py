@@ -139,8 +139,8 @@ def to_batch(columns: RecordColumns) -> pa.RecordBatch:
             else pa.array(np.asarray(columns.crc_ok, dtype=bool))
         ),
         "properties": props,
-        "tags": pc.extract_regex(props, pattern=_TAGS_RE).field("v"),
-        "keys": pc.extract_regex(props, pattern=_KEYS_RE).field("v"),
+        "tags": _property(props, _TAGS_RE),
+        "keys": _property(props, _KEYS_RE),
         "msg_id": _msg_ids(columns.store_host, physical_offset),
         "body": (
             pa.nulls(count, pa.binary())
@@ -155,6 +155,15 @@ def format_host(raw: bytes) -> str:
     """`a.b.c.d:port` or `[v6 address]:port` of an encoded host field."""
     address, port = decode_host(raw)
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def _property(props: pa.Array, pattern: str) -> pa.Array:
+    """The value matched by `pattern`'s group `v`, null where the property is absent.
+
+    `flatten` carries the match struct's nulls into the field (`field` would drop them).
+    """
+    matched = pc.extract_regex(props, pattern=pattern)
+    return matched.flatten()[0]
 
 
 def _ints(column: Sequence[int], kind: type[np.signedinteger[Any]]) -> pa.Array:

@@ -189,3 +189,11 @@ def test_arbitrary_bodies_and_properties_round_trip(
     assert [row["body"] for row in rows] == [m.body for m in msgs]
     assert [row["properties"] for row in rows] == [m.properties_string for m in msgs]
     assert all(row["crc_ok"] for row in rows)
+
+
+def test_tags_and_keys_are_null_when_the_property_is_absent() -> None:
+    props = ["", "a\x01b\x02", "TAGS\x01\x02", "KEYS\x01k1 k2\x02TAGS\x01t\x02"]
+    data, starts = build_segment([message(i, properties_string=p) for i, p in enumerate(props)])
+    rows = check_rows(data, starts)
+    assert [row["tags"] for row in rows] == [None, None, "", "t"]
+    assert [row["keys"] for row in rows] == [None, None, None, "k1 k2"]
