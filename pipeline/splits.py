@@ -4,9 +4,10 @@ Owns how `[start, end)` of the commit log is cut into Spark input partitions and
 its partition into Arrow batches. A split covers the records whose start lies in `[lo, hi)` of one
 segment; its last record may run past `hi`. A split that does not begin at a known record start
 (segment base or the range start) finds its first record with the store reader's resync
-(`CommitLogReader.next_boundary`: magic plus the record's own stored offset), so cuts at arbitrary
-bytes never lose or repeat a record. Callers keep `end` at or below the durable offset, which is
-always a record boundary, so no split ever reaches a half-written record.
+(`CommitLogReader.next_boundary`: magic, the record's own stored offset, sizes; a damaged body is
+still found and reported, never skipped), so cuts at arbitrary bytes never lose or repeat a
+record. Callers keep `end` at or below the durable offset, which is always a record boundary, so
+no split ever reaches a half-written record.
 """
 
 from __future__ import annotations

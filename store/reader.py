@@ -154,7 +154,10 @@ class CommitLogReader:
     def next_boundary(self, offset: int) -> int | None:
         """First record start at or after `offset` and below the durable offset, or None.
 
-        Resyncs at an arbitrary byte: the magic code, then the record's own offset, then the CRC.
+        Resyncs at an arbitrary byte by structure: the magic code, the record's own offset and
+        consistent sizes. The body CRC is not asked for: a record with a damaged body is still a
+        record, and a resync that stepped over it would drop it where a sequential read reports
+        it (`crc_ok` False, or the reader's CRC error).
         """
         durable = self.durable_offset()
         size = self.segment_size
@@ -165,7 +168,7 @@ class CommitLogReader:
             if mapping is None:
                 return None
             limit = min(size, durable - base)
-            found = find_record_boundary(mapping, position - base, base, limit)
+            found = find_record_boundary(mapping, position - base, base, limit, verify_crc=False)
             if found is not None:
                 return base + found
             position = base + size

@@ -124,6 +124,12 @@ def test_flipped_body_byte_gives_one_crc_failure(
     assert [row["physical_offset"] for row in got if not row["crc_ok"]] == [victim.offset]
     with pytest.raises(Exception, match="CRC"):
         load(spark, copy, failOnCrcError="true").count()
+    # A read or a split that starts inside the record before it resyncs onto the damaged one.
+    before = max(p.offset for p in puts if p.offset < victim.offset)
+    inside = load(spark, copy, startingOffsets=str(before + 1), includeBody="false")
+    assert [r["physical_offset"] for r in rows(inside) if not r["crc_ok"]] == [victim.offset]
+    with pytest.raises(Exception, match="CRC"):
+        load(spark, copy, startingOffsets=str(before + 1), failOnCrcError="true").count()
 
 
 def test_unflushed_records_appear_only_once_flushed(

@@ -18,7 +18,7 @@ from store.format import RecordFormatError
 from store.mapped_file import MappedFile
 from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader
-from tests.store.conftest import SEGMENT, make_msg, patch_file, wait_until
+from tests.store.conftest import SEGMENT, make_msg, patch_file, read_file, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,6 +73,26 @@ async def test_next_boundary_at_every_byte(config: MessageStoreConfig) -> None:
             records[0].physical_offset == starts[6]
             and records[-1].physical_offset == first_in_second
         )
+
+
+async def test_next_boundary_finds_a_record_whose_body_is_damaged(
+    config: MessageStoreConfig,
+) -> None:
+    """A resync must land where a sequential read would: on the damaged record, reported as
+    such, not on the record after it (that would drop the damaged one without a word)."""
+    offsets = await _fill(config, 6)
+    damaged = offsets[3]
+    segment = os.path.join(config.store_path_root_dir, "commitlog", f"{0:020d}")
+    body_at = read_file(segment).index(b"body-3", damaged)
+    patch_file(segment, body_at, b"B")
+    with CommitLogReader(config.store_path_root_dir) as reader:
+        for offset in (offsets[2] + 1, damaged):
+            assert reader.next_boundary(offset) == damaged
+        records = list(reader.iter_records(damaged, verify_crc=True))
+        assert [(r.physical_offset, r.crc_ok) for r in records[:2]] == [
+            (damaged, False),
+            (offsets[4], True),
+        ]
 
 
 async def test_store_without_flushoffset_reads_to_the_last_valid_record(
