@@ -9,6 +9,7 @@ are one line on stderr, never a traceback. The `pipeline` group (Spark jobs) is 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import math
@@ -19,6 +20,7 @@ from functools import partial
 from typing import Any, NoReturn
 
 import click
+import structlog
 import trio
 
 from broker import __version__
@@ -129,19 +131,32 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     return leaves
 
 
-async def _serve_until_signalled(config: BrokerConfig) -> None:
+async def _serve_until_signalled(config: BrokerConfig, signals: Any = None) -> None:
+    """Serve until a signal. A signal before the broker listens (during recovery, say) stops the
+    startup: nothing has been acknowledged, and recovery stops where the next start redoes it."""
+    from broker.server import BrokerServer
     from broker.server import serve as serve_broker
 
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    with contextlib.ExitStack() as stack:
+        if signals is None:
+            signals = stack.enter_context(trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT))
         async with trio.open_nursery() as nursery:
+            started: list[BrokerServer] = []
+
+            def shutdown() -> None:
+                if started:
+                    started[0].shutdown()
+                else:
+                    structlog.get_logger().info("startup_abandoned")
+                    nursery.cancel_scope.cancel()
 
             async def run_server(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
                 await serve_broker(config, task_status=task_status)
                 # The broker has shut down: the signal watcher must not keep the process alive.
                 nursery.cancel_scope.cancel()
 
-            server = await nursery.start(run_server)
-            nursery.start_soon(_watch_signals, signals, server.shutdown)
+            nursery.start_soon(_watch_signals, signals, shutdown)
+            started.append(await nursery.start(run_server))
 
 
 async def _watch_signals(signals: Any, shutdown: Any) -> None:
@@ -149,8 +164,6 @@ async def _watch_signals(signals: Any, shutdown: Any) -> None:
     async for signum in signals:
         count += 1
         if count == 1:
-            import structlog
-
             structlog.get_logger().info("signal_received", signal=signal.Signals(signum).name)
             shutdown()
         else:

@@ -36,3 +36,11 @@ class CommitLogCorruptError(StoreError):
         self.file_name = file_name
         self.offset = offset
         self.reason = reason
+
+
+class RecoveryStoppedError(StoreError):
+    """Recovery was asked to stop before it changed anything (the scan is read-only)."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(f"recovery stopped at physical offset {offset}; the next start resumes it")
+        self.offset = offset

@@ -10,6 +10,7 @@ a bounded `WriterQueue`, and the counters the broker exports. Every put outcome 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from store.commit_log import Appended, CommitLog
 from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.consume_service import ConsumeService
+from store.errors import RecoveryStoppedError
 from store.flush import (
     CommitRealTimeService,
     Flusher,
@@ -140,7 +142,7 @@ class DefaultMessageStore:
             config, flusher=flusher, create_file=create_file, now_ms=now_ms, on_slow_put=on_slow_put
         )
         try:
-            await trio.to_thread.run_sync(store._load_and_recover)
+            await _recover_until_cancelled(store)
             async with trio.open_nursery() as nursery:
                 await store._start(nursery)
                 try:
@@ -155,10 +157,10 @@ class DefaultMessageStore:
             shutdown_files(store)
             release_lock(lock_fd)
 
-    def _load_and_recover(self) -> None:
+    def _load_and_recover(self, stop: threading.Event | None = None) -> None:
         queue = self.mapped_file_queue
         queue.load()
-        result = recover(queue, self.config)
+        result = recover(queue, self.config, stop)
         if result.abnormal:
             for mapped_file in queue.mapped_files:
                 if mapped_file.file_from_offset >= result.scanned_from:
@@ -464,3 +466,33 @@ class DefaultMessageStore:
                 flushed_offset=self.mapped_file_queue.flushed_where,
                 written_offset=self.mapped_file_queue.max_wrote_offset,
             )
+
+
+async def _recover_until_cancelled(store: DefaultMessageStore) -> None:
+    """Run the load and recovery in a worker thread; a cancel (a signal at startup) stops its
+    read-only scan instead of waiting for the whole log, and then raises Cancelled."""
+    stop = threading.Event()
+    failure: BaseException | None = None
+    stopped = False
+
+    async def stop_when_cancelled() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            stop.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stop_when_cancelled)
+        try:
+            await trio.to_thread.run_sync(store._load_and_recover, stop)
+        except RecoveryStoppedError:
+            log.info("recovery_stopped")
+            stopped = True
+        except BaseException as exc:  # raised as itself below, not inside an exception group
+            failure = exc
+        nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    if stopped:  # only a cancel sets `stop`, so this checkpoint raises Cancelled
+        await trio.lowlevel.checkpoint()
+        raise RecoveryStoppedError(0)

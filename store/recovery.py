@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from dataclasses import dataclass, field
 
 import structlog
@@ -21,7 +22,7 @@ from store.checkpoint import (
     read_flush_offset,
 )
 from store.config import MessageStoreConfig
-from store.errors import CommitLogCorruptError
+from store.errors import CommitLogCorruptError, RecoveryStoppedError
 from store.format import check_message_and_return_size, find_record_boundary
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
@@ -31,6 +32,8 @@ log = structlog.get_logger()
 
 NORMAL_RECOVERY_FILES = 3
 PROGRESS_EVERY_FILES = 4
+#: the scan looks at its stop event every this many records (and at every segment)
+STOP_CHECK_RECORDS = 4096
 _CHUNK = 1 << 20
 
 
@@ -52,12 +55,24 @@ class _Scan:
     reason: str = ""
 
 
-def _scan(files: list[MappedFile], start: int, table: dict[str, int], check_crc: bool) -> _Scan:
-    """Walk records from file `start`; stop at the first one that fails validation."""
+def _scan(
+    files: list[MappedFile],
+    start: int,
+    table: dict[str, int],
+    check_crc: bool,
+    stop: threading.Event | None = None,
+) -> _Scan:
+    """Walk records from file `start`; stop at the first one that fails validation.
+
+    Raises RecoveryStoppedError once `stop` is set: the walk only reads, so that is always safe.
+    """
     total_files = len(files) - start
+    countdown = STOP_CHECK_RECORDS
     for index in range(start, len(files)):
         mapped_file = files[index]
         mm, base, position = mapped_file.mm, mapped_file.file_from_offset, 0
+        if stop is not None and stop.is_set():
+            raise RecoveryStoppedError(base)
         if total_files > NORMAL_RECOVERY_FILES and (index - start) % PROGRESS_EVERY_FILES == 0:
             log.info(
                 "recovery_progress",
@@ -68,6 +83,11 @@ def _scan(files: list[MappedFile], start: int, table: dict[str, int], check_crc:
         while True:
             check = check_message_and_return_size(mm, position, base + position, check_crc)
             if check.ok and check.size > 0:
+                countdown -= 1
+                if not countdown:
+                    countdown = STOP_CHECK_RECORDS
+                    if stop is not None and stop.is_set():
+                        raise RecoveryStoppedError(base + position)
                 if enters_consume_queue(check.sys_flag):
                     key = check.topic_queue_key
                     if table.get(key, 0) <= check.queue_offset:
@@ -169,8 +189,12 @@ def _truncate(queue: MappedFileQueue, offset: int) -> list[str]:
     return sides
 
 
-def recover(queue: MappedFileQueue, config: MessageStoreConfig) -> RecoveryResult:
+def recover(
+    queue: MappedFileQueue, config: MessageStoreConfig, stop: threading.Event | None = None
+) -> RecoveryResult:
     """Find the end of the valid log, cut what follows, rebuild the topic-queue table.
+
+    Setting `stop` during the scan raises RecoveryStoppedError before anything is changed.
 
     Raises CommitLogCorruptError naming file and offset when a bad record below the durable end is
     followed by valid records, unless `config.recover_truncate_corrupt` is set.
@@ -190,13 +214,13 @@ def recover(queue: MappedFileQueue, config: MessageStoreConfig) -> RecoveryResul
         table = dict(snapshot.table)
     else:
         start = 0
-    scan = _scan(files, start, table, config.check_crc_on_recover)
+    scan = _scan(files, start, table, config.check_crc_on_recover, stop)
     if snapshot is not None and snapshot.offset > scan.process_offset:
         log.warning(
             "topic_queue_table_snapshot_ahead", snapshot=snapshot.offset, end=scan.process_offset
         )
         start, table = 0, {}
-        scan = _scan(files, 0, table, config.check_crc_on_recover)
+        scan = _scan(files, 0, table, config.check_crc_on_recover, stop)
         # Replaced at once: left in place, it would look valid again once the log grew past its
         # offset, and a crash then would bring back queue offsets of the records cut away.
         TopicQueueTableSnapshot(scan.process_offset, dict(table)).write(root)

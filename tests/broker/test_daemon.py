@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import NoReturn
 
 import pytest
+import structlog
 import trio
 
 from broker.client import ConnectionClosedError, Message, SendError, open_producer
@@ -124,3 +125,26 @@ async def test_a_second_signal_exits_at_once(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(SystemExit):
         await cli._watch_signals(two_signals(), lambda: shutdowns.append(1))
     assert exits == [cli.EXIT_SECOND_SIGNAL] and shutdowns == [1]
+
+
+async def test_a_signal_before_the_broker_listens_stops_the_startup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from broker import cli, server
+    from broker.config import BrokerConfig
+
+    entered = trio.Event()
+
+    async def recovering_forever(config: BrokerConfig, *, task_status: object) -> None:
+        entered.set()
+        await trio.sleep_forever()  # a long recovery: `task_status.started` never comes
+
+    async def one_signal() -> AsyncIterator[int]:
+        await entered.wait()
+        yield signal.SIGTERM
+        await trio.sleep_forever()
+
+    monkeypatch.setattr(server, "serve", recovering_forever)
+    with structlog.testing.capture_logs() as events, trio.fail_after(5):
+        await cli._serve_until_signalled(BrokerConfig(), one_signal())
+    assert [e["event"] for e in events] == ["signal_received", "startup_abandoned"]
