@@ -170,9 +170,19 @@ class BrokerServer:
         await self._shutdown.wait()
 
 
-async def _open_listeners(address: HostPort) -> list[trio.SocketListener]:
+async def _open_listeners(key: str, address: HostPort) -> list[trio.SocketListener]:
     host = None if address.host in ("", "*") else address.host
-    return await trio.open_tcp_listeners(address.port, host=host)
+    try:
+        return await trio.open_tcp_listeners(address.port, host=host)
+    except OSError as exc:
+        raise _bind_error(key, address, exc) from None
+
+
+def _bind_error(key: str, address: HostPort, exc: OSError) -> OSError:
+    """`exc` with the listener's key and address in front, for the operator's one line."""
+    error = OSError(f"{key} {address}: {exc.strerror or exc}")
+    error.errno = exc.errno
+    return error
 
 
 def _bound(listeners: list[trio.SocketListener]) -> list[tuple[str, int]]:
@@ -225,7 +235,10 @@ async def _metrics(
     if config.metrics_listen is not None:
         metrics.attach_store(_StoreStats(store))
         listen = config.metrics_listen
-        server = await trio.to_thread.run_sync(serve_metrics, listen.host, listen.port, metrics)
+        try:
+            server = await trio.to_thread.run_sync(serve_metrics, listen.host, listen.port, metrics)
+        except OSError as exc:
+            raise _bind_error("metrics_listen", listen, exc) from None
         log.info("metrics_listening", host=listen.host, port=server.port)
     try:
         yield metrics
@@ -263,9 +276,11 @@ async def serve(
     TLS files; store failures at open propagate.
     """
     check_security_files(config)
-    listeners = await _open_listeners(config.listen)
+    listeners = await _open_listeners("listen", config.listen)
     namesrv_listeners = (
-        await _open_listeners(config.namesrv_listen) if config.namesrv_listen is not None else []
+        await _open_listeners("namesrv_listen", config.namesrv_listen)
+        if config.namesrv_listen is not None
+        else []
     )
     addresses = _bound(listeners)
     store_host = (config.store_host_ip, addresses[0][1])

@@ -75,3 +75,21 @@ def test_inspect_stops_at_a_damaged_record_naming_it(tmp_path: pathlib.Path) -> 
     assert offsets == sorted(put.offset for put in puts)[:2]
     line = one_error_line(result, 1)
     assert line.startswith(f"rmq-broker: inspect: damaged record at offset {damaged}: ")
+
+
+@pytest.mark.parametrize("key", ["listen", "namesrv_listen", "metrics_listen"])
+def test_a_port_in_use_names_the_listener(key: str, tmp_path: pathlib.Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = f"127.0.0.1:{taken.getsockname()[1]}"
+        flags = {"listen": "127.0.0.1:0", "namesrv_listen": "127.0.0.1:0"}
+        flags["metrics_listen"] = "127.0.0.1:0"
+        flags[key] = busy
+        args = [f"--{name.replace('_', '-')}={value}" for name, value in flags.items()]
+        result = run_cli("serve", "--store-dir", str(tmp_path / "store"), *args)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    # metrics_listen is bound once the store is open, after the startup events
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"rmq-broker: cannot start: {key} {busy}: "), last
