@@ -6,6 +6,7 @@ dispatcher calls `on_arrival` for every queue it adds units to, which wakes ever
 on that queue at once. No thread, no timer loop per pull: a suspended pull costs one Event
 entry shared by all waiters of its queue and its own cancel scope. At most `max_waiters` pulls
 are suspended at a time; beyond that a pull is answered at once (its client simply pulls again).
+At shutdown `release_all` answers every held pull at once, so a drain does not wait out the holds.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class PullWaiters:
     def __init__(self, max_waiters: int = DEFAULT_MAX_WAITERS) -> None:
         self.max_waiters = max_waiters
         self.waiting = 0
+        self.released = False
         self._events: dict[tuple[str, int], trio.Event] = {}
         self._counts: dict[tuple[str, int], int] = {}
 
@@ -30,11 +32,18 @@ class PullWaiters:
         if event is not None:
             event.set()
 
+    def release_all(self) -> None:
+        """Wake every suspended pull and suspend no more (the broker is shutting down)."""
+        self.released = True
+        for event in self._events.values():
+            event.set()
+        self._events.clear()
+
     async def wait(self, topic: str, queue_id: int, timeout_s: float) -> bool:
         """Suspend until a message arrives on the queue or `timeout_s` passes; True if one
         arrived. False at once when too many pulls are suspended already. The caller reads the
         queue and calls this without a checkpoint between, so no arrival can fall in the gap."""
-        if self.waiting >= self.max_waiters or timeout_s <= 0:
+        if self.released or self.waiting >= self.max_waiters or timeout_s <= 0:
             return False
         key = (topic, queue_id)
         event = self._events.get(key)

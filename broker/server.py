@@ -157,6 +157,7 @@ class BrokerServer:
     async def drain(self, timeout_s: float) -> bool:
         """Stop reading on every connection, wait for running requests; False on timeout."""
         self._draining = True
+        self.broker.pull_waiters.release_all()  # held pulls are answered now, not at their end
         for connection in list(self.connections):
             connection.stop_reading("shutdown")
         if not self.connections:

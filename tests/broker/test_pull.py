@@ -112,6 +112,24 @@ async def test_a_suspended_pull_times_out_with_not_found(broker: RunningBroker) 
         assert 0.5 <= trio.current_time() - started < 3
 
 
+async def test_a_shutdown_answers_held_pulls_at_once(broker: RunningBroker) -> None:
+    await send_all(broker.port, "Held", [Message("Held", b"only", queue_id=0)])
+    async with open_pull_consumer("127.0.0.1", broker.port, GROUP) as consumer:
+        await consumer.subscribe("Held")
+        codes: list[int] = []
+
+        async def held_pull() -> None:
+            codes.append((await consumer.pull("Held", 0, 1, suspend_ms=30_000)).code)
+
+        with trio.fail_after(5):  # the broker's shutdown_timeout_s is 10 s
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(held_pull)
+                await trio.sleep(0.3)  # the pull is held by now
+                broker.server.shutdown()
+                await broker.done.wait()
+        assert codes == [ResponseCode.PULL_NOT_FOUND]
+
+
 async def test_committed_offsets_survive_a_restart(tmp_path: pathlib.Path) -> None:
     config = make_config(tmp_path / "store", flush_consumer_offset_interval_ms=60_000)
     async with trio.open_nursery() as nursery:
