@@ -96,6 +96,12 @@ class CommitLogReader:
         return None
 
     def _scan_valid_end(self) -> int:
+        """The end of the last whole record, for a store without `flushoffset` (a copy, say).
+
+        A record whose body fails its CRC ends the log only when nothing valid follows it (a
+        torn tail); in the middle it is damage that readers report, and the records after it
+        stay readable.
+        """
         position = self.min_offset
         size = self.segment_size
         while True:
@@ -103,13 +109,24 @@ class CommitLogReader:
             mapping = self._segment(base)
             if mapping is None:
                 return position
-            check = check_message_and_return_size(mapping, position - base, position, True)
-            if check.ok and check.size > 0:
-                position += check.size
-            elif check.ok:
-                position = base + size
-            else:
+            check = check_message_and_return_size(mapping, position - base, position, False)
+            if not check.ok:
                 return position
+            if check.size == 0:  # BLANK: the segment is complete
+                position = base + size
+                continue
+            whole = check_message_and_return_size(mapping, position - base, position, True).ok
+            if not whole and not self._valid_at(position + check.size):
+                return position
+            position += check.size
+
+    def _valid_at(self, position: int) -> bool:
+        """Whether a whole record (or a segment's BLANK end) starts at `position`."""
+        base = position - position % self.segment_size
+        mapping = self._segment(base)
+        if mapping is None or position - base >= len(mapping):
+            return False
+        return check_message_and_return_size(mapping, position - base, position, True).ok
 
     def iter_records(
         self, start: int, end: int | None = None, include_body: bool = True, verify_crc: bool = True

@@ -111,6 +111,18 @@ async def test_store_without_flushoffset_reads_to_the_last_valid_record(
     patch_file(segment, end - last_base, b"\x00\x00\x00\x40garbage")  # torn, after the end
     with CommitLogReader(root) as reader:
         assert reader.durable_offset() == end
+    # A damaged body in the middle hides nothing after it: it is reported, not taken as the end.
+    first = os.path.join(config.store_path_commit_log, f"{0:020d}")
+    patch_file(first, read_file(first).index(b"body-3", offsets[3]), b"B")
+    with CommitLogReader(root) as reader:
+        assert reader.durable_offset() == end
+        crc = [(r.physical_offset, r.crc_ok) for r in reader.iter_records(0, verify_crc=True)]
+        assert [offset for offset, _ in crc] == offsets
+        assert [offset for offset, ok in crc if not ok] == [offsets[3]]
+    # ...while a damaged last record is a torn tail: the end stops before it.
+    patch_file(segment, read_file(segment).index(b"body-29", offsets[-1] - last_base), b"B")
+    with CommitLogReader(root) as reader:
+        assert reader.durable_offset() == offsets[-1]
 
 
 _CHILD = """
