@@ -86,7 +86,15 @@ def snap_to_record(store_dir: str, offset: int, bounds: splits.StoreBounds) -> i
         return bounds.durable_offset
     if any(offset == base for base, _ in bounds.segments):
         return offset
-    reader = CommitLogReader(store_dir)
+    for base, path in bounds.segments:
+        if base < offset < base + bounds.segment_size:
+            # Hop record sizes from the segment's base (a body may hold a record image).
+            (first,) = splits.first_record_starts(path, base, [offset], bounds.durable_offset)
+            if first is None:  # nothing starts after it in this segment: the next one's base
+                return min(base + bounds.segment_size, bounds.durable_offset)
+            if first != splits.RESYNC:
+                return first
+    reader = CommitLogReader(store_dir)  # past a damaged header: resync by structure
     try:
         found = reader.next_boundary(offset)
     finally:

@@ -2,12 +2,14 @@
 
 Owns how `[start, end)` of the commit log is cut into Spark input partitions and how a task turns
 its partition into Arrow batches. A split covers the records whose start lies in `[lo, hi)` of one
-segment; its last record may run past `hi`. A split that does not begin at a known record start
-(segment base or the range start) finds its first record with the store reader's resync
-(`CommitLogReader.next_boundary`: magic, the record's own stored offset, sizes; a damaged body is
-still found and reported, never skipped), so cuts at arbitrary bytes never lose or repeat a
-record. Callers keep `end` at or below the durable offset, which is always a record boundary, so
-no split ever reaches a half-written record.
+segment; its last record may run past `hi`. Where records start is known only by hopping their
+sizes from a segment's base: a message body may hold anything, a whole record image with a
+matching offset field included, so searching for a record-like pattern at a cut could turn part
+of a body into a row. The planner therefore walks the headers of a segment it cuts (the size and
+magic of each record, one pass per segment) and starts every split at a record start it reached.
+Only past a damaged header, where no walk goes on, does a split fall back to the store reader's
+resync (`CommitLogReader.next_boundary`). Callers keep `end` at or below the durable offset,
+which is always a record boundary, so no split ever reaches a half-written record.
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from pipeline import columnar
+from store import format as record_format
+from store.format import RecordFormatError
 from store.reader import CommitLogReader
+
+#: a cut that the header walk could not reach (a damaged header before it): resync when read
+RESYNC = -1
 
 
 @dataclass(frozen=True)
@@ -69,10 +76,64 @@ def plan(
     splits: list[Split] = []
     for base, path in bounds.segments:
         lo, hi = max(start, base), min(end, base + bounds.segment_size)
-        for cut in range(lo, hi, split_bytes):
-            exact = cut == lo and cut in (base, start)
-            splits.append(Split(store_dir, path, base, cut, min(hi, cut + split_bytes), exact))
+        cuts = list(range(lo, hi, split_bytes))
+        known = {lo} if lo in (base, start) else set()
+        inexact = [cut for cut in cuts if cut not in known]
+        firsts = dict(zip(inexact, first_record_starts(path, base, inexact, hi), strict=True))
+        for cut in cuts:
+            split_hi = min(hi, cut + split_bytes)
+            first = firsts.get(cut, cut)
+            if first == RESYNC:
+                splits.append(Split(store_dir, path, base, cut, split_hi, exact=False))
+            elif first is not None and first < split_hi:
+                splits.append(Split(store_dir, path, base, first, split_hi, exact=True))
     return splits
+
+
+def first_record_starts(path: str, base: int, cuts: list[int], end: int) -> list[int | None]:
+    """For each of `cuts` (ascending physical offsets in the segment at `base`), the first record
+    start at or after it and below `end`, found by hopping record sizes from the segment's base.
+
+    None where no record starts in `[cut, end)`; RESYNC for cuts past a header that is not a
+    record (a damaged log: the split that holds the damage reports it when read).
+    """
+    if not cuts:
+        return []
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return [None] * len(cuts)
+        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        return _hop_to_cuts(data, base, cuts, end)
+    finally:
+        data.close()
+
+
+def _hop_to_cuts(data: mmap.mmap, base: int, cuts: list[int], end: int) -> list[int | None]:
+    unpack = record_format.SIZE_MAGIC.unpack_from
+    magic_code, min_size, size_limit = (
+        record_format.MESSAGE_MAGIC_CODE,
+        record_format.MIN_RECORD_SIZE,
+        len(data),
+    )
+    stop = min(end - base, size_limit)
+    found: list[int | None] = []
+    pos = 0
+    for cut in cuts:
+        target = cut - base
+        while pos < target and pos < stop:
+            size, magic = unpack(data, pos) if pos + 8 <= size_limit else (0, 0)
+            if not (magic == magic_code and min_size <= size <= size_limit - pos):
+                try:
+                    size = record_format.record_step(data, pos, base + pos, size_limit)
+                except RecordFormatError:
+                    return found + [RESYNC] * (len(cuts) - len(found))
+                if size == 0:  # BLANK: no record after it in this segment
+                    pos = stop
+                    break
+            pos += size
+        found.append(base + pos if pos < stop else None)
+    return found
 
 
 def read_split(split: Split, options: columnar.DecodeOptions) -> Iterator[pa.RecordBatch]:
