@@ -150,13 +150,21 @@ class BrokerConfig:
         self._check_security()
 
     def _check_store_host(self) -> None:
-        """Every record carries the store host as a 4- or 16-byte address: it must be an IP."""
+        """Every record carries the store host as a 4- or 16-byte address, and routes send
+        clients to it: it must be an IP address, and not the unspecified one."""
         if self.broker_ip1:
-            if not _is_ip(self.broker_ip1):
+            address = _ip(self.broker_ip1)
+            if address is None:
                 raise ConfigError(
                     "broker_ip1", f"expected an IPv4 or IPv6 address, got {self.broker_ip1!r}"
                 )
-        elif not _is_ip(self.store_host_ip):
+            if address.is_unspecified:
+                raise ConfigError(
+                    "broker_ip1",
+                    f"{self.broker_ip1} is no address a client can connect to: give the address "
+                    "producers reach this broker at",
+                )
+        elif _ip(self.store_host_ip) is None:
             raise ConfigError(
                 "broker_ip1",
                 f"the listen host {self.listen.host!r} is not an IP address: set broker_ip1 to "
@@ -174,18 +182,20 @@ class BrokerConfig:
 
     @property
     def store_host_ip(self) -> str:
-        """broker_ip1, or the listen address when that is a concrete one, else 127.0.0.1."""
+        """broker_ip1, or the listen address when that is a concrete one, else loopback: ::1 for
+        `::`, which listens on IPv6 only, 127.0.0.1 for the other wildcards."""
         if self.broker_ip1:
             return self.broker_ip1
+        if self.listen.host == "::":
+            return "::1"
         return "127.0.0.1" if self.listen.host in _WILDCARDS else self.listen.host
 
 
-def _is_ip(text: str) -> bool:
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        ipaddress.ip_address(text)
+        return ipaddress.ip_address(text)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 _BROKER_FIELDS: Final = {f.name for f in dataclasses.fields(BrokerConfig)} - {"store"}

@@ -9,9 +9,13 @@ import subprocess
 import sys
 
 import pytest
+import trio
 
+from broker.client import Message, open_producer
 from broker.config import BrokerConfig, ConfigError, HostPort, build_config, load_config
 from store.config import BrokerRole, FlushDiskType
+from store.message import encode_host
+from tests.conftest import make_config, start_broker
 
 TOML = """
 broker_name = "broker-toml"
@@ -95,6 +99,9 @@ def test_config_file_can_come_from_the_environment(tmp_path: pathlib.Path) -> No
         ({"broker_name": 7}, "broker_name"),
         ({"broker_ip1": "localhost"}, "broker_ip1"),
         ({"broker_ip1": "300.1.1.1"}, "broker_ip1"),
+        ({"broker_ip1": "abc"}, "broker_ip1"),
+        ({"broker_ip1": "0.0.0.0"}, "broker_ip1"),
+        ({"broker_ip1": "::"}, "broker_ip1"),
         ({"listen": "localhost:10911"}, "broker_ip1"),
         ({"listen": "127.0.0.1:\u00b2"}, "listen"),
         ({"listen": "127.0.0.1:-1"}, "listen"),
@@ -160,7 +167,43 @@ def test_store_host_ip_follows_the_listen_address() -> None:
         "1.2.3.4"
     )
     assert build_config({"listen": "[::1]:1"}).store_host_ip == "::1"
+    assert build_config({"listen": "[::]:1"}).store_host_ip == "::1"
     assert build_config({"broker_ip1": "fe80::1"}).store_host_ip == "fe80::1"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {},
+        {"listen": ":1"},
+        {"listen": "*:1"},
+        {"listen": "[::]:1"},
+        {"listen": "[::ffff:10.0.0.1]:1"},
+        {"listen": "[fe80::1%eth0]:1"},
+        {"broker_ip1": "fe80::1%2"},
+        {"listen": "localhost:1", "broker_ip1": "10.0.0.1"},
+    ],
+)
+def test_an_accepted_store_host_is_encodable(raw: dict[str, object]) -> None:
+    config = build_config(raw)
+    encoded, _ = encode_host((config.store_host_ip, config.listen.port))
+    assert len(encoded) in {8, 20}
+
+
+@pytest.mark.parametrize("listen", ["[::]:0", "0.0.0.0:0", ":0"])
+async def test_the_route_address_reaches_a_broker_on_a_wildcard(
+    nursery: trio.Nursery, tmp_path: pathlib.Path, listen: str
+) -> None:
+    running = await start_broker(nursery, make_config(tmp_path / "store", listen=listen))
+    loopback = "::1" if running.config.listen.host == "::" else "127.0.0.1"
+    async with open_producer(loopback, running.port) as producer:
+        route = await producer.get_route("Wild")
+    host, _, port = route.broker_datas[0].broker_addrs[0].rpartition(":")
+    with trio.fail_after(10):
+        async with open_producer(host, int(port)) as producer:
+            result = await producer.send(Message("Wild", b"reached"))
+    assert result.queue_offset == 0
+    await running.stop()
 
 
 def test_serve_reports_a_bad_value_in_one_line_without_traceback(tmp_path: pathlib.Path) -> None:
