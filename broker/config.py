@@ -35,7 +35,7 @@ _FALSE: Final = frozenset({"false", "0", "no", "off"})
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
 #: `RMQ_` variables that are not configuration keys: the TOML file's name and the switches of the
 #: project's own test and container tooling, which the brokers those tools start inherit
-_NOT_CONFIG_ENV: Final = frozenset(
+NOT_CONFIG_ENV: Final = frozenset(
     {
         CONFIG_FILE_ENV,
         "RMQ_SOAK",
@@ -274,7 +274,7 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, object]:
     known = _BROKER_FIELDS | _STORE_FIELDS
     result: dict[str, object] = {}
     for name, value in environ.items():
-        if name.startswith(ENV_PREFIX) and name not in _NOT_CONFIG_ENV:
+        if name.startswith(ENV_PREFIX) and name not in NOT_CONFIG_ENV:
             key = name[len(ENV_PREFIX) :].lower()
             if key not in known:
                 raise ConfigError(name, "unknown configuration variable")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -12,8 +13,15 @@ import pytest
 import trio
 
 from broker.client import Message, open_producer
-from broker.config import BrokerConfig, ConfigError, HostPort, build_config, load_config
-from store.config import BrokerRole, FlushDiskType
+from broker.config import (
+    NOT_CONFIG_ENV,
+    BrokerConfig,
+    ConfigError,
+    HostPort,
+    build_config,
+    load_config,
+)
+from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from store.message import encode_host
 from tests.conftest import make_config, start_broker
 
@@ -140,6 +148,47 @@ def test_an_unknown_rmq_variable_stops_startup_naming_it() -> None:
     # Variables of the container entry point and the test harness are not configuration keys.
     tooling = {name: "1" for name in ("RMQ_SOAK", "RMQ_CONTAINER_TEST", "RMQ_CONTAINER_KEEP")}
     assert load_config(environ=tooling).broker_name == "broker-a"
+
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+#: where the project's own scripts, manifests and tests set or read environment variables
+SCANNED = (
+    "Dockerfile",
+    "Makefile",
+    "README.md",
+    ".ci",
+    "deploy",
+    "docs",
+    "tests",
+    "bench",
+    "broker",
+)
+#: RocketMQ's system topics share the prefix; they are topic names, not variables
+SYSTEM_TOPIC = re.compile(r"RMQ_SYS_\w*")
+
+
+def rmq_names(text: str) -> set[str]:
+    return set(re.findall(r"\bRMQ_\w+", SYSTEM_TOPIC.sub("", text)))
+
+
+def test_every_rmq_variable_the_project_uses_is_a_key_or_listed_as_not_one() -> None:
+    # A variable the tooling sets but the broker does not know would stop every broker the
+    # tooling starts; a listed one that is a key would never reach the configuration.
+    fields = dataclasses.fields(BrokerConfig) + dataclasses.fields(MessageStoreConfig)
+    keys = {f"RMQ_{f.name.upper()}" for f in fields}
+    assert not NOT_CONFIG_ENV & keys
+    seen: dict[str, str] = {}
+    for top in SCANNED:
+        root = REPO / top
+        for path in [root] if root.is_file() else sorted(root.rglob("*")):
+            if path.is_file() and path != pathlib.Path(__file__).resolve():
+                for name in rmq_names(path.read_text(errors="replace")):
+                    seen.setdefault(name, str(path.relative_to(REPO)))
+    assert {name: where for name, where in seen.items() if name not in keys | NOT_CONFIG_ENV} == {}
+    # the operator's documentation lists exactly the variables that are not keys
+    readme = (REPO / "deploy" / "README.md").read_text()
+    [paragraph] = [p for p in readme.split("\n\n") if "unknown `RMQ_` variable" in p]
+    assert rmq_names(paragraph) == NOT_CONFIG_ENV
 
 
 @pytest.mark.parametrize("off", ["none", "None", ""])
