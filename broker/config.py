@@ -32,6 +32,7 @@ ENV_PREFIX: Final = "RMQ_"
 CONFIG_FILE_ENV: Final = "RMQ_CONFIG"
 _TRUE: Final = frozenset({"true", "1", "yes", "on"})
 _FALSE: Final = frozenset({"false", "0", "no", "off"})
+_JAVA_LONG: Final = range(-(2**63), 2**63)
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
 #: `RMQ_` variables that are not configuration keys: the TOML file's name and the switches of the
 #: project's own test and container tooling, which the brokers those tools start inherit
@@ -123,6 +124,8 @@ class BrokerConfig:
     tls_server_need_client_auth: TlsClientAuth = TlsClientAuth.NONE
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check_number(f.name, getattr(self, f.name))
         positive = (
             "default_topic_queue_nums",
             "flush_consumer_offset_interval_ms",
@@ -328,21 +331,38 @@ def _coerce_bool(key: str, value: object) -> bool:
 
 
 def _coerce_number(key: str, value: object, kind: type[int] | type[float]) -> int | float:
+    what = "an integer" if kind is int else "a number"
     if isinstance(value, bool):
-        raise ConfigError(key, f"expected a number, got {value!r}")
-    if isinstance(value, int | float):
-        if kind is int and isinstance(value, float):
-            raise ConfigError(key, f"expected an integer, got {value!r}")
-        number = kind(value)
-    else:
-        try:
-            number = kind(str(value).strip().replace("_", ""))
-        except ValueError:
-            what = "an integer" if kind is int else "a number"
-            raise ConfigError(key, f"expected {what}, got {value!r}") from None
-    if not math.isfinite(number):
-        raise ConfigError(key, f"expected a finite number, got {value!r}")
+        raise ConfigError(key, f"expected {what}, got {value!r}")
+    if kind is int and isinstance(value, float):
+        raise ConfigError(key, f"expected an integer, got {value!r}")
+    text = value if isinstance(value, str) else None
+    try:
+        if text is not None:
+            # int() and float() also take other scripts' digits: only ASCII is a number here
+            if not text.isascii():
+                raise ValueError(text)
+            number: int | float = kind(text.strip())
+        elif isinstance(value, int | float):
+            number = kind(value)
+        else:
+            raise ValueError(value)
+    except ValueError:
+        raise ConfigError(key, f"expected {what}, got {value!r}") from None
+    except OverflowError:
+        raise ConfigError(key, f"out of range: {value!r}") from None
+    _check_number(key, number, shown=value)
     return number
+
+
+def _check_number(key: str, value: object, shown: object = None) -> None:
+    """Numbers are finite and fit a Java long, as RocketMQ's keys: a larger wait overflows when it
+    becomes seconds. `shown` is the text the value was read from, for the message."""
+    shown = value if shown is None else shown
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(key, f"expected a finite number, got {shown!r}")
+    if isinstance(value, int) and not isinstance(value, bool) and value not in _JAVA_LONG:
+        raise ConfigError(key, f"out of range: {shown!r}")
 
 
 _BROKER_HINTS: Final = typing.get_type_hints(BrokerConfig)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import pathlib
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import trio
@@ -35,6 +37,8 @@ trace_on = false
 [store]
 max_message_size = 2048
 """
+
+TIMEOUTS = ("idle_timeout_s", "write_timeout_s", "shutdown_timeout_s")
 
 
 def write(tmp_path: pathlib.Path, text: str) -> str:
@@ -118,6 +122,14 @@ def test_config_file_can_come_from_the_environment(tmp_path: pathlib.Path) -> No
         ({"shutdown_timeout_s": float("nan")}, "shutdown_timeout_s"),
         ({"write_timeout_s": "inf"}, "write_timeout_s"),
         ({"disk_space_warning_level_ratio": "nan"}, "disk_space_warning_level_ratio"),
+        # digits other than ASCII ones, which int() and float() take
+        ({"idle_timeout_s": "\u0663"}, "idle_timeout_s"),
+        ({"max_frame_length": "\u0661\u0660\u0660"}, "max_frame_length"),
+        ({"default_topic_queue_nums": "_8"}, "default_topic_queue_nums"),
+        # past a Java long: the store's waits overflow when they become seconds
+        ({"sync_flush_timeout_ms": "1" + "0" * 400}, "sync_flush_timeout_ms"),
+        ({"checkpoint_interval_ms": str(2**63)}, "checkpoint_interval_ms"),
+        ({"flush_consumer_offset_interval_ms": 2**63}, "flush_consumer_offset_interval_ms"),
     ],
 )
 def test_bad_values_name_their_key(raw: dict[str, object], key: str) -> None:
@@ -125,6 +137,26 @@ def test_bad_values_name_their_key(raw: dict[str, object], key: str) -> None:
         build_config(raw)
     assert info.value.key == key
     assert str(info.value).startswith(f"{key}: ")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        *((name, value) for name in TIMEOUTS for value in (math.inf, -math.inf, math.nan)),
+        ("max_frame_length", math.inf),
+        ("max_frame_length", 2**63),
+    ],
+)
+def test_a_config_built_in_code_is_checked_as_a_loaded_one(field: str, value: float) -> None:
+    changes: dict[str, Any] = {field: value}
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig(**changes)
+    assert info.value.key == field
+
+
+def test_underscores_between_digits_are_still_numbers() -> None:
+    config = build_config({"max_frame_length": "1_048_576", "idle_timeout_s": " 1_0.5 "})
+    assert (config.max_frame_length, config.idle_timeout_s) == (1 << 20, 10.5)
 
 
 def test_unreadable_and_invalid_toml_are_config_errors(tmp_path: pathlib.Path) -> None:
