@@ -65,14 +65,23 @@ class HostPort:
 
     @classmethod
     def parse(cls, key: str, text: str) -> HostPort:
-        """`HOST:PORT`, `[V6]:PORT` or `:PORT` (all interfaces); `ConfigError` otherwise."""
+        """`HOST:PORT`, `[V6]:PORT`, `V6:PORT` (RocketMQ's form: the port follows the last colon)
+        or `:PORT` (all interfaces); `ConfigError` otherwise."""
         host, sep, port_text = text.strip().rpartition(":")
         if not sep or not (port_text.isascii() and port_text.isdigit()):
             raise ConfigError(key, f"expected HOST:PORT, got {text!r}")
         port = int(port_text)
         if port > 65535:
             raise ConfigError(key, f"port {port} is out of range")
-        host = host.removeprefix("[").removesuffix("]")
+        if host.startswith("[") or host.endswith("]"):
+            host = host[1:-1] if host.startswith("[") and host.endswith("]") else ""
+            if not _is_ipv6(host):
+                raise ConfigError(key, f"brackets hold an IPv6 address, got {text!r}")
+        elif ":" in host and not _is_ipv6(host):
+            # a host name has no colon: a stray one is a typo, not a name to resolve
+            raise ConfigError(key, f"expected HOST:PORT, got {text!r}")
+        if any(c.isspace() for c in host):
+            raise ConfigError(key, f"a host has no spaces, got {text!r}")
         return cls(host or "0.0.0.0", port)
 
     def __str__(self) -> str:
@@ -125,7 +134,10 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            _check_number(f.name, getattr(self, f.name))
+            value = getattr(self, f.name)
+            _check_number(f.name, value)
+            if isinstance(value, HostPort) and not 0 <= value.port <= 65535:
+                raise ConfigError(f.name, f"port {value.port} is out of range")
         positive = (
             "default_topic_queue_nums",
             "flush_consumer_offset_interval_ms",
@@ -192,6 +204,14 @@ class BrokerConfig:
         if self.listen.host == "::":
             return "::1"
         return "127.0.0.1" if self.listen.host in _WILDCARDS else self.listen.host
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

@@ -118,6 +118,17 @@ def test_config_file_can_come_from_the_environment(tmp_path: pathlib.Path) -> No
         ({"listen": "127.0.0.1:\u00b2"}, "listen"),
         ({"listen": "127.0.0.1:-1"}, "listen"),
         ({"listen": "[::1]"}, "listen"),
+        ({"listen": "host:65536"}, "listen"),
+        ({"listen": "[::1:5"}, "listen"),
+        ({"listen": "::1]:5"}, "listen"),
+        ({"listen": "[10.0.0.1]:5"}, "listen"),
+        ({"listen": "[]:5"}, "listen"),
+        ({"listen": "[[::1]]:5"}, "listen"),
+        ({"listen": "10.0.0.1:5:6", "broker_ip1": "10.0.0.1"}, "listen"),
+        ({"listen": "10.0.0.1:5:6"}, "listen"),
+        ({"listen": "my host:5", "broker_ip1": "10.0.0.1"}, "listen"),
+        ({"metrics_listen": "[127.0.0.1:5557"}, "metrics_listen"),
+        ({"namesrv_listen": "127.0.0.1:9876:1"}, "namesrv_listen"),
         ({"idle_timeout_s": "nan"}, "idle_timeout_s"),
         ({"shutdown_timeout_s": float("nan")}, "shutdown_timeout_s"),
         ({"write_timeout_s": "inf"}, "write_timeout_s"),
@@ -157,6 +168,28 @@ def test_a_config_built_in_code_is_checked_as_a_loaded_one(field: str, value: fl
 def test_underscores_between_digits_are_still_numbers() -> None:
     config = build_config({"max_frame_length": "1_048_576", "idle_timeout_s": " 1_0.5 "})
     assert (config.max_frame_length, config.idle_timeout_s) == (1 << 20, 10.5)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (":10911", HostPort("0.0.0.0", 10911)),
+        ("[fe80::1%eth0]:1", HostPort("fe80::1%eth0", 1)),
+        # unbracketed, as RocketMQ writes IPv6 addresses: the port follows the last colon
+        ("::1:10911", HostPort("::1", 10911)),
+        (" broker.local:0 ", HostPort("broker.local", 0)),
+    ],
+)
+def test_host_port_forms(text: str, expected: HostPort) -> None:
+    assert HostPort.parse("listen", text) == expected
+
+
+@pytest.mark.parametrize("field", ["listen", "namesrv_listen", "metrics_listen"])
+def test_a_port_built_in_code_is_in_range(field: str) -> None:
+    changes: dict[str, Any] = {field: HostPort("127.0.0.1", 65536)}
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig(**changes)
+    assert info.value.key == field
 
 
 def test_unreadable_and_invalid_toml_are_config_errors(tmp_path: pathlib.Path) -> None:
@@ -285,6 +318,24 @@ async def test_the_route_address_reaches_a_broker_on_a_wildcard(
             result = await producer.send(Message("Wild", b"reached"))
     assert result.queue_offset == 0
     await running.stop()
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:\u00b2", "127.0.0.1:5:6"])
+def test_serve_refuses_an_odd_listen_flag_in_one_line(tmp_path: pathlib.Path, listen: str) -> None:
+    command = [sys.executable, "-m", "broker", "serve", "--listen", listen]
+    out = subprocess.run(
+        [*command, "--store-dir", str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith("RMQ_")},
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    [line] = out.stderr.strip().splitlines()
+    assert line.startswith("rmq-broker: configuration error: listen: "), line
+    assert repr(listen) in line
+    assert not (tmp_path / "store").exists()
 
 
 def test_serve_reports_a_bad_value_in_one_line_without_traceback(tmp_path: pathlib.Path) -> None:
