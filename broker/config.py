@@ -283,6 +283,9 @@ def _read_toml(path: str) -> dict[str, object]:
         raise ConfigError("config", f"{path} is not valid TOML: not UTF-8 ({exc.reason})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("config", f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib parses arrays and inline tables recursively
+        raise ConfigError("config", f"{path} is not valid TOML: nested too deep") from None
     flat: dict[str, object] = {}
     for key, value in data.items():
         # Tables ([broker], [store]) are only grouping: their keys share the flat namespace.

@@ -199,6 +199,13 @@ def test_unreadable_and_invalid_toml_are_config_errors(tmp_path: pathlib.Path) -
         load_config(write(tmp_path, "broker_name = "), environ={})
 
 
+def test_toml_nested_too_deep_is_a_config_error_naming_the_file(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, "broker_name = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert str(info.value) == f"config: {path} is not valid TOML: nested too deep"
+
+
 def test_toml_that_is_not_utf8_is_a_config_error(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "broker.toml"
     path.write_bytes(b'broker_name = "caf\xe9"\n')
