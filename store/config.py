@@ -96,6 +96,7 @@ class MessageStoreConfig:
             "disk_check_interval_ms",
             "allocate_retry_interval_ms",
             "checkpoint_interval_ms",
+            "os_page_cache_busy_timeout_ms",
         )
         if not 10 <= self.disk_max_used_space_ratio <= 95:
             raise ValueError("disk_max_used_space_ratio must be within 10..95")

@@ -141,6 +141,8 @@ def test_config_file_can_come_from_the_environment(tmp_path: pathlib.Path) -> No
         ({"sync_flush_timeout_ms": "1" + "0" * 400}, "sync_flush_timeout_ms"),
         ({"checkpoint_interval_ms": str(2**63)}, "checkpoint_interval_ms"),
         ({"flush_consumer_offset_interval_ms": 2**63}, "flush_consumer_offset_interval_ms"),
+        # 0 would answer every waiting put busy and spin the sweeping task without sleeping
+        ({"os_page_cache_busy_timeout_ms": "0"}, "os_page_cache_busy_timeout_ms"),
     ],
 )
 def test_bad_values_name_their_key(raw: dict[str, object], key: str) -> None:
