@@ -59,6 +59,20 @@ class MessageStoreConfig:
     #: level does not flip the store between writeable and not
     disk_space_clean_forcibly_ratio: float = 0.85
     disk_check_interval_ms: int = 10000
+    # Retention (RocketMQ's names; `file_reserved_time` in hours, fractions allowed, the
+    # intervals in ms, as in RocketMQ's broker.conf).
+    #: a segment last modified longer ago than this is expired
+    file_reserved_time: float = 72.0
+    #: the hours of day (`;`-separated, 0-23) at which expired segments are deleted
+    delete_when: str = "04"
+    #: above the clean-forcibly ratio, delete the oldest segments even when not expired
+    clean_file_forcibly_enable: bool = True
+    delete_physic_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    #: a segment still read after this long since its deletion began is deleted anyway
+    destroy_mapped_file_interval_forcibly: int = 120_000
+    redelete_hanged_file_interval: int = 120_000
+    clean_resource_interval: int = 10_000
     check_crc_on_recover: bool = True
     recover_truncate_corrupt: bool = False
     warm_mapped_file_enable: bool = False
@@ -97,7 +111,12 @@ class MessageStoreConfig:
             "allocate_retry_interval_ms",
             "checkpoint_interval_ms",
             "os_page_cache_busy_timeout_ms",
+            "clean_resource_interval",
         )
+        if not self.file_reserved_time > 0:
+            hours = self.file_reserved_time
+            raise ValueError(f"file_reserved_time must be a positive number of hours, got {hours}")
+        self.delete_hours()  # raises ValueError naming delete_when
         if not 10 <= self.disk_max_used_space_ratio <= 95:
             raise ValueError("disk_max_used_space_ratio must be within 10..95")
         if not 0.0 < self.disk_space_warning_level_ratio <= 1.0:
@@ -110,6 +129,19 @@ class MessageStoreConfig:
             )
         if not isinstance(self.broker_role, BrokerRole):
             raise ValueError(f"broker_role must be a BrokerRole, got {self.broker_role!r}")
+
+    def delete_hours(self) -> frozenset[int]:
+        """The hours of `delete_when` (RocketMQ's `UtilAll.isItTimeToDo` form: "04", "1;13")."""
+        hours: set[int] = set()
+        for part in self.delete_when.split(";"):
+            text = part.strip()
+            if not (text.isascii() and text.isdigit() and int(text) < 24):
+                raise ValueError(
+                    f"delete_when must list hours of the day 0-23 separated by ';', "
+                    f"got {self.delete_when!r}"
+                )
+            hours.add(int(text))
+        return frozenset(hours)
 
     def _check_positive(self, *names: str) -> None:
         for name in names:

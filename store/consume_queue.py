@@ -108,23 +108,26 @@ class ConsumeQueue:
         for base in reversed(bases):
             fd = self._fd(base)
             assert fd is not None
-            data = os.pread(fd, self.file_size, 0)
-            end = self._data_end(data)
+            end = self._data_end(fd, self.file_size // CQ_STORE_UNIT_SIZE)
             if end > 0 or base == bases[0]:
                 self.max_logic_offset = (base + end) // CQ_STORE_UNIT_SIZE
                 if end > 0:
-                    off, size, _ = CQ_UNIT.unpack_from(data, end - CQ_STORE_UNIT_SIZE)
+                    off, size, _ = CQ_UNIT.unpack(
+                        os.pread(fd, CQ_STORE_UNIT_SIZE, end - CQ_STORE_UNIT_SIZE)
+                    )
                     self.max_physical_offset = off + size
                 return
 
     @staticmethod
-    def _data_end(data: bytes) -> int:
-        """Byte position of the first all-zero unit (binary search: units are written in order)."""
-        lo, hi = 0, len(data) // CQ_STORE_UNIT_SIZE
+    def _data_end(fd: int, units: int) -> int:
+        """Byte position of the first all-zero unit of a file of `units` units: a binary search
+        reading one unit per step (units are written in order), so opening a queue reads a few
+        hundred bytes, not its whole file."""
+        lo, hi = 0, units
         while lo < hi:
             mid = (lo + hi) // 2
-            pos = mid * CQ_STORE_UNIT_SIZE
-            off, size, _ = CQ_UNIT.unpack_from(data, pos)
+            unit = os.pread(fd, CQ_STORE_UNIT_SIZE, mid * CQ_STORE_UNIT_SIZE)
+            off, size, _ = CQ_UNIT.unpack(unit.ljust(CQ_STORE_UNIT_SIZE, b"\0"))
             if size == 0 and off == 0:
                 hi = mid
             else:
@@ -254,6 +257,58 @@ class ConsumeQueue:
             CqUnit(queue_offset + i, *CQ_UNIT.unpack_from(data, i * CQ_STORE_UNIT_SIZE))
             for i in range(len(data) // CQ_STORE_UNIT_SIZE)
         ]
+
+    # --- retention ----------------------------------------------------------------------------
+
+    def delete_expired_files(self, phy_min: int) -> int:
+        """Delete the files (never the last) whose last unit points below `phy_min`, the commit
+        log's first offset: every record they index is gone. How many were deleted.
+
+        Mirrors MappedFileQueue.deleteExpiredFileByOffset for a consume queue."""
+        bases = self._bases()
+        deleted = 0
+        for base in bases[:-1]:
+            fd = self._fd(base)
+            if fd is None:
+                break
+            last = os.pread(fd, CQ_STORE_UNIT_SIZE, self.file_size - CQ_STORE_UNIT_SIZE)
+            if len(last) < CQ_STORE_UNIT_SIZE or CQ_UNIT.unpack(last)[0] >= phy_min:
+                break
+            os.close(self._fds.pop(base))
+            os.unlink(os.path.join(self.dir, _file_name(base)))
+            deleted += 1
+            log.info(
+                "consume_queue_file_deleted",
+                topic=self.topic,
+                queue_id=self.queue_id,
+                file=_file_name(base),
+            )
+        if deleted:
+            first = bases[deleted] // CQ_STORE_UNIT_SIZE
+            self.min_logic_offset = max(self.min_logic_offset, first)
+        return deleted
+
+    def correct_min_offset(self, phy_min: int) -> None:
+        """Move the queue's minimum to its first unit pointing at or past `phy_min`, or to its
+        end when none does (RocketMQ's correctMinOffset): pulls and GET_MIN_OFFSET then start at
+        the oldest message still stored. A binary search, one unit read per step (units follow
+        the log's order); the minimum never moves back."""
+        lo, hi = self.min_logic_offset, self.max_logic_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            unit = self.get(mid)
+            if unit is None or unit.size == 0 or unit.physical_offset < phy_min:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo > self.min_logic_offset:
+            log.info(
+                "consume_queue_min_offset_corrected",
+                topic=self.topic,
+                queue_id=self.queue_id,
+                min_offset=lo,
+            )
+            self.min_logic_offset = lo
 
     # --- repair -------------------------------------------------------------------------------
 

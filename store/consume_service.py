@@ -62,7 +62,20 @@ class ConsumeService:
         while reput.dispatch_once():
             pass
         reput.save()
+        for queue in table.queues.values():
+            # Retention may have moved the log's start since the queues were written.
+            queue.correct_min_offset(files.min_offset)
         return cls(table, reput, files)
+
+    @property
+    def dispatched_offset(self) -> int:
+        """Everything below this commit-log offset is in the consume queues."""
+        return self.reput.reput_from_offset
+
+    def release_segments_below(self, offset: int) -> None:
+        """The dispatcher's own mappings of segments ending at or below `offset` are dropped:
+        retention is about to delete them."""
+        self.reput.reader.release_below(offset)
 
     def add_listener(self, listener: Listener) -> None:
         self.reput.listeners.append(listener)

@@ -8,6 +8,7 @@ committed / flushed positions. All methods here are synchronous; the callers mov
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import mmap
 import os
 from typing import Final
@@ -71,12 +72,14 @@ class MappedFile:
 
     __slots__ = (
         "committed_position",
+        "destroy_started_ms",
         "fd",
         "file_from_offset",
         "file_name",
         "file_size",
         "flushed_position",
         "mm",
+        "ref_count",
         "store_timestamp",
         "write_buffer",
         "wrote_position",
@@ -108,6 +111,10 @@ class MappedFile:
         self.flushed_position = 0
         self.store_timestamp = 0
         self.write_buffer = write_buffer
+        #: in-process readers between `hold` and `release` (a read in a worker thread)
+        self.ref_count = 0
+        #: when deletion was first asked for (wall-clock ms); None while the segment is live
+        self.destroy_started_ms: int | None = None
 
     def __repr__(self) -> str:
         return f"MappedFile({self.file_name!r}, wrote={self.wrote_position})"
@@ -182,6 +189,36 @@ class MappedFile:
             os.close(self.fd)
             self.fd = -1
 
+    def hold(self) -> bool:
+        """Keep the mapping for a read outside the trio thread; False once deletion began."""
+        if self.destroy_started_ms is not None or self.fd < 0:
+            return False
+        self.ref_count += 1
+        return True
+
+    def release(self) -> None:
+        self.ref_count -= 1
+
+    def in_use(self) -> bool:
+        """Held by a read in this process, or locked by a reader in another one (a reader such
+        as `inspect` or the Spark source holds a shared `flock` while it maps the segment)."""
+        if self.ref_count > 0:
+            return True
+        if self.fd < 0:
+            return False
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        # Kept until the descriptor closes: a reader that opens the file from now on finds it
+        # locked, and a reader that locked it first finds the name gone (store.segment_view).
+        return False
+
     def destroy(self) -> None:
+        """Unmap, unlink and close (worker thread). The mapping's pages stay valid for any
+        reader that still maps the file, so nobody gets SIGBUS: only the name goes."""
+        path = self.file_name
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
         self.close()
-        os.unlink(self.file_name)
+        fsync_dir(os.path.dirname(path))

@@ -21,6 +21,7 @@ import trio
 from store import status
 from store.allocate import AllocateMappedFileService, CreateFile, TransientStorePool
 from store.checkpoint import FlushOffsetFile, acquire_lock, create_abort_file, release_lock
+from store.cleanup import CleanCommitLogService, CleanConsumeQueueService, clean_files_periodically
 from store.commit_log import Appended, CommitLog
 from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from store.consume_queue import CQ_STORE_UNIT_SIZE
@@ -48,7 +49,13 @@ from store.parking import ParkingSpot
 from store.put_checks import check_batch, check_message
 from store.recovery import recover
 from store.status import AppendMessageStatus, PutMessageStatus, RunningFlags
-from store.store_tasks import StoreStats, checkpoint_loop, disk_check_loop, shutdown_files
+from store.store_tasks import (
+    StoreStats,
+    apply_disk_ratio,
+    checkpoint_loop,
+    disk_check_loop,
+    shutdown_files,
+)
 from store.writer_queue import WriterQueue
 
 log = structlog.get_logger()
@@ -81,6 +88,8 @@ class DefaultMessageStore:
         self.running_flags = RunningFlags()
         self.stats = StoreStats()
         self.shutdown = False
+        #: the used share of the store's disk at the last check
+        self.disk_ratio = 0.0
         self.mapped_file_queue = MappedFileQueue(
             config.store_path_commit_log,
             config.mapped_file_size_commit_log,
@@ -110,6 +119,15 @@ class DefaultMessageStore:
         )
         self.flush_offset_file: FlushOffsetFile | None = None
         self.consume: ConsumeService | None = None  # consume queues, set by recovery
+        self.clean_commit_log = CleanCommitLogService(
+            config,
+            queue,
+            deletable_end=self._deletable_end,
+            on_disk_ratio=lambda ratio: apply_disk_ratio(self, ratio),
+            release_below=self._release_segments_below,
+            wall_ms=now_ms,
+        )
+        self.clean_consume_queue: CleanConsumeQueueService | None = None
         self._queue = WriterQueue()
         self._writer_done = trio.Event()
         # Outcomes of submitted puts waiting for `_deliver_outcomes`, and that task when parked.
@@ -175,6 +193,14 @@ class DefaultMessageStore:
             units_per_file=self.config.mapped_file_size_consume_queue // CQ_STORE_UNIT_SIZE,
             readable_end=self._consumable_end,
         )
+        table = self.commit_log.topic_queue_table
+        for key, end in self.consume.table.topic_queue_table().items():
+            # A queue whose records retention deleted still goes on from its consume queue's end.
+            if table.get(key, 0) < end:
+                table[key] = end
+        self.clean_consume_queue = CleanConsumeQueueService(
+            self.config, self.consume.table, lambda: queue.min_offset
+        )
         create_abort_file(self.config.store_path_root_dir)
 
     async def _start(self, nursery: trio.Nursery) -> None:
@@ -192,6 +218,9 @@ class DefaultMessageStore:
             await nursery.start(self.commit_real_time.run)
         nursery.start_soon(disk_check_loop, self)
         nursery.start_soon(checkpoint_loop, self)
+        nursery.start_soon(
+            clean_files_periodically, self.clean_commit_log, self.clean_consume_queue
+        )
         if self.consume is not None:
             await nursery.start(self.consume.run)
 
@@ -232,6 +261,11 @@ class DefaultMessageStore:
     @property
     def segment_count(self) -> int:
         return len(self.mapped_file_queue.mapped_files)
+
+    @property
+    def segments_deleted(self) -> dict[str, int]:
+        """Segments retention deleted, by reason (expired, forced, manual)."""
+        return {reason.value: n for reason, n in self.clean_commit_log.deleted.items()}
 
     @property
     def writer_queue_depth(self) -> int:
@@ -419,6 +453,22 @@ class DefaultMessageStore:
                 self.flush_real_time.wakeup()
                 if self.consume is not None:
                     self.consume.wakeup()  # ASYNC_FLUSH: consumers need not wait for the flush
+
+    def execute_delete_files_manually(self) -> None:
+        """TRIGGER_DELETE_FILES: a cleanup round now, and expired segments go at any hour in
+        the rounds that follow."""
+        self.clean_commit_log.execute_delete_files_manually()
+
+    def _deletable_end(self) -> int:
+        """Retention deletes nothing at or past this offset: it must be flushed, committed (in
+        write-buffer mode) and dispatched to the consume queues first."""
+        queue = self.mapped_file_queue
+        end = min(queue.flushed_where, queue.max_offset)
+        return end if self.consume is None else min(end, self.consume.dispatched_offset)
+
+    def _release_segments_below(self, offset: int) -> None:
+        if self.consume is not None:
+            self.consume.release_segments_below(offset)
 
     def _consumable_end(self) -> int:
         """How far the consume queues may follow the commit log: the durable offset under

@@ -22,8 +22,16 @@ from store.format import (
     find_record_boundary,
 )
 from store.mapped_file import is_segment_name
+from store.segment_view import SegmentView, open_segment
 
 _RUN = 256  # records decoded at a time: bounds memory, keeps the iterator lazy
+
+
+class SegmentGoneError(RecordFormatError):
+    """The segment holding `offset` was deleted (retention) before it could be read."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset, "segment deleted by retention")
 
 
 class CommitLogReader:
@@ -36,7 +44,7 @@ class CommitLogReader:
         self._readable_end = readable_end
         self.commitlog_dir = os.path.join(store_dir, "commitlog")
         self.segments: list[tuple[int, str]] = []
-        self._maps: dict[int, mmap.mmap] = {}
+        self._maps: dict[int, SegmentView] = {}
         self._scanned_end: int | None = None
         self.refresh()
         flush_offset = read_flush_offset(store_dir)
@@ -56,9 +64,16 @@ class CommitLogReader:
         self.segments = [(int(n), os.path.join(self.commitlog_dir, n)) for n in names]
 
     def close(self) -> None:
-        for mapping in self._maps.values():
-            mapping.close()
+        for view in self._maps.values():
+            view.close()
         self._maps.clear()
+
+    def release_below(self, offset: int) -> None:
+        """Unmap (and unlock) the segments that end at or below `offset`: the store's cleanup
+        may delete them, and this reader will not go back there."""
+        for base in [b for b in self._maps if b + self.segment_size <= offset]:
+            self._maps.pop(base).close()
+        self.segments = [(b, p) for b, p in self.segments if b + self.segment_size > offset]
 
     def __enter__(self) -> CommitLogReader:
         return self
@@ -82,18 +97,25 @@ class CommitLogReader:
         return self._scanned_end
 
     def _segment(self, base: int) -> mmap.mmap | None:
-        mapping = self._maps.get(base)
-        if mapping is not None:
-            return mapping
+        """The mapping of the segment at `base`, or None when there is none (never written, or
+        deleted by retention: a mapping taken before the deletion stays readable)."""
+        view = self._maps.get(base)
+        if view is not None:
+            return view.mm
         if not any(b == base for b, _ in self.segments):
             self.refresh()
         for segment_base, path in self.segments:
             if segment_base == base:
-                with open(path, "rb") as handle:
-                    mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-                self._maps[base] = mapping
-                return mapping
+                view = open_segment(path)
+                if view is None:
+                    return None
+                self._maps[base] = view
+                return view.mm
         return None
+
+    def _first_base(self) -> int:
+        self.refresh()
+        return self.min_offset
 
     def _scan_valid_end(self) -> int:
         """The end of the last whole record, for a store without `flushoffset` (a copy, say).
@@ -146,6 +168,8 @@ class CommitLogReader:
             base = position - position % size
             mapping = self._segment(base)
             if mapping is None:
+                if position < self._first_base():
+                    raise SegmentGoneError(position)
                 raise RecordFormatError(position, "segment missing")
             limit = min(size, durable - base)
             run = walk(

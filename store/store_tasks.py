@@ -1,5 +1,6 @@
 """The store's housekeeping: put counters, the periodic checkpoint and topic-queue table snapshot,
-the disk-space check, and the final bookkeeping when the store closes.
+the disk-space check (the DISK_FULL flag; deleting old data is `store.cleanup`'s), and the final
+bookkeeping when the store closes.
 
 Owns when the metadata files are written (only for data already flushed: the checkpoint never
 claims more than the disk holds) and when DISK_FULL is raised or cleared.
@@ -7,8 +8,6 @@ claims more than the disk holds) and when DISK_FULL is raised or cleared.
 
 from __future__ import annotations
 
-import math
-import os
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ import trio
 
 from store import status
 from store.checkpoint import StoreCheckpoint, TopicQueueTableSnapshot, remove_abort_file
+from store.cleanup import store_disk_ratio
 from store.status import PutMessageStatus
 
 if TYPE_CHECKING:
@@ -40,36 +40,27 @@ class StoreStats:
         self.put_bytes_by_status[put_status] += size
 
 
-def disk_used_ratio(path: str) -> float:
-    """used / (used + available), rounded up to a whole percent, as RocketMQ computes it."""
-    stat = os.statvfs(path)
-    total = stat.f_blocks * stat.f_frsize
-    available = stat.f_bavail * stat.f_frsize
-    used = total - stat.f_bfree * stat.f_frsize
-    if used + available <= 0:
-        return 0.0
-    return math.ceil(used * 100 / (used + available)) / 100
-
-
 async def disk_check_loop(store: DefaultMessageStore) -> None:
     """Every `disk_check_interval_ms`: DISK_FULL above the warning ratio, cleared below it."""
     config = store.config
     while True:
-        ratio = await trio.to_thread.run_sync(disk_used_ratio, config.store_path_commit_log)
+        ratio = await trio.to_thread.run_sync(store_disk_ratio, config)
         apply_disk_ratio(store, ratio)
         await trio.sleep(config.disk_check_interval_ms / 1000)
 
 
 def apply_disk_ratio(store: DefaultMessageStore, ratio: float) -> None:
-    """Set DISK_FULL above the warning ratio; clear it only once the ratio is back under both
-    ratios (RocketMQ's clean-forcibly ratio), so one full spell logs one event."""
+    """Set DISK_FULL above the warning ratio; clear it only once the ratio is back at or under
+    both ratios (RocketMQ's clean-forcibly ratio, where forced cleanup stops), so one full spell
+    logs one event."""
     config = store.config
+    store.disk_ratio = ratio
     if ratio > config.disk_space_warning_level_ratio:
         if store.running_flags.set(status.DISK_FULL):
             log.error("disk_full", ratio=ratio, limit=config.disk_space_warning_level_ratio)
         return
     low = min(config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio)
-    if ratio < low and store.running_flags.clear(status.DISK_FULL):
+    if ratio <= low and store.running_flags.clear(status.DISK_FULL):
         log.warning("disk_space_recovered", ratio=ratio)
 
 
