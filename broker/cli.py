@@ -1,4 +1,5 @@
-"""Command-line interface of rmq-broker: `serve`, `inspect`, `send`, `health` (and `pipeline`).
+"""Command-line interface of rmq-broker: `serve`, `inspect`, `send`, `health`, `admin` (and
+`pipeline`).
 
 Owns flags, exit codes and output; the work lives in `broker.server`, `store.reader` and
 `broker.client`. `serve` runs in the foreground: the first SIGTERM or SIGINT starts a graceful
@@ -24,6 +25,7 @@ import structlog
 import trio
 
 from broker import __version__
+from broker.cli_admin import admin
 from broker.config import BrokerConfig, ConfigError, HostPort, load_config
 from store.config import MessageStoreConfig
 from store.errors import StoreError
@@ -293,3 +295,4 @@ def _add_pipeline_group() -> None:
 
 
 _add_pipeline_group()
+main.add_command(admin)

@@ -42,6 +42,8 @@ class MessageStore(Protocol):
 
     def is_os_page_cache_busy(self) -> bool: ...
 
+    def execute_delete_files_manually(self) -> None: ...
+
 
 HeartbeatListener = Callable[["HeartbeatData", "RequestContext"], Awaitable[None]]
 

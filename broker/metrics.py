@@ -19,13 +19,15 @@ Exposed families (all prefixed `rmq_broker_`):
 | `store_written_offset_bytes`, `store_flushed_offset_bytes` | gauge (scrape time) | |
 | `store_flag` | gauge (scrape time) | flag |
 | `store_writeable` | gauge (scrape time) | |
+| `store_min_offset_bytes`, `store_disk_used_ratio` | gauge (scrape time) | |
+| `store_segments_deleted_total` | counter (scrape time) | reason |
 """
 
 from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 from wsgiref.simple_server import WSGIServer
@@ -76,6 +78,10 @@ RUNNING_FLAG_BITS: Final = {
 }
 
 
+#: why retention deleted a segment (store.cleanup.DeleteReason values)
+DELETE_REASONS: Final = ("expired", "forced", "manual")
+
+
 class RunningFlagsView(Protocol):
     """The part of `store.status.RunningFlags` a scrape reads."""
 
@@ -113,6 +119,21 @@ class StoreStatsProvider(Protocol):
         """The store's `RunningFlags`, or its bare `flag_bits`."""
         ...
 
+    @property
+    def min_offset(self) -> int:
+        """Physical offset of the oldest byte still stored (retention moves it up)."""
+        ...
+
+    @property
+    def disk_ratio(self) -> float:
+        """Used share of the store's disk at the last check (0..1)."""
+        ...
+
+    @property
+    def segments_deleted(self) -> Mapping[str, int]:
+        """Segments retention deleted so far, by reason (expired, forced, manual)."""
+        ...
+
 
 class _StoreCollector(Collector):
     """Reads the store's gauges when Prometheus scrapes, so the writer pays nothing for them."""
@@ -142,6 +163,23 @@ class _StoreCollector(Collector):
             flags.add_metric([name], 1.0 if bits & bit else 0.0)
         yield flags
         yield _gauge("store_writeable", "1 while the store accepts writes.", float(writeable))
+        yield _gauge(
+            "store_min_offset_bytes",
+            "Commit-log offset of the oldest stored byte.",
+            store.min_offset,
+        )
+        yield _gauge(
+            "store_disk_used_ratio", "Used share of the store's disk (0..1).", store.disk_ratio
+        )
+        deleted = CounterMetricFamily(
+            f"{NAMESPACE}_store_segments_deleted",
+            "Commit-log segments deleted by retention, by reason.",
+            labels=["reason"],
+        )
+        counts = store.segments_deleted
+        for reason in DELETE_REASONS:
+            deleted.add_metric([reason], counts.get(reason, 0))
+        yield deleted
 
     def describe(self) -> Iterator[Metric]:
         # Registering must not touch the store (it may be closed by then): describe without values.

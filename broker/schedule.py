@@ -23,6 +23,7 @@ from broker.topic_config import SCHEDULE_TOPIC, write_json_atomically
 from protocol.properties import MessageConst, decode_properties, encode_properties
 from store.errors import StoreLoadError
 from store.format import decode_copied_records
+from store.get_message import GetMessageStatus
 from store.message import MessageExtBrokerInner, java_string_hash
 from store.status import PutMessageStatus
 
@@ -129,8 +130,14 @@ class ScheduleMessageService:
         start = self.offsets.get(level, 0)
         offset = max(start, consume.min_offset_in_queue(SCHEDULE_TOPIC, queue_id))
         try:
-            while found := consume.get_message(SCHEDULE_TOPIC, queue_id, offset, BATCH).messages:
-                for data in found:
+            while True:
+                result = consume.get_message(SCHEDULE_TOPIC, queue_id, offset, BATCH)
+                if not result.messages:
+                    if result.status is not GetMessageStatus.MESSAGE_WAS_REMOVING:
+                        break
+                    offset = result.next_begin_offset  # retention deleted them: step over
+                    continue
+                for data in result.messages:
                     [record] = decode_copied_records(data)
                     if record.store_timestamp + delay_ms > now_ms:
                         return delivered

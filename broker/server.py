@@ -27,6 +27,7 @@ from broker.consumer_offsets import ConsumerOffsetManager
 from broker.context import BrokerContext
 from broker.metrics import BrokerMetrics, MetricsServer, serve_metrics
 from broker.processors import RequestProcessor
+from broker.processors.admin import DeleteExpiredCommitLogProcessor
 from broker.processors.consumer import (
     GetConsumerListByGroupProcessor,
     GetMaxOffsetProcessor,
@@ -84,6 +85,7 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetByTimestampProcessor(),
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupProcessor(),
             RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackProcessor(),
+            RequestCode.TRIGGER_DELETE_FILES: DeleteExpiredCommitLogProcessor(),
         }
     )
     table.update(namesrv_processors())
@@ -215,6 +217,18 @@ class _StoreStats:
     @property
     def running_flags(self) -> int:
         return self._store.running_flags.flag_bits
+
+    @property
+    def min_offset(self) -> int:
+        return self._store.min_offset
+
+    @property
+    def disk_ratio(self) -> float:
+        return self._store.disk_ratio
+
+    @property
+    def segments_deleted(self) -> dict[str, int]:
+        return self._store.segments_deleted
 
 
 def _timed_flusher(metrics: BrokerMetrics) -> Flusher:

@@ -36,9 +36,11 @@ _PERM_BY_TEXT: Final = {
     "DENY": Permission.DENY,
 }
 
-#: request codes only an admin account may send (upstream's `Permission.ADMIN_CODE`)
+#: request codes only an admin account may send (upstream's `Permission.ADMIN_CODE`, plus
+#: TRIGGER_DELETE_FILES: deleting stored messages is not for every producer)
 ADMIN_CODES: Final = frozenset(
     {
+        RequestCode.TRIGGER_DELETE_FILES,
         RequestCode.UPDATE_AND_CREATE_TOPIC,
         RequestCode.UPDATE_BROKER_CONFIG,
         RequestCode.DELETE_TOPIC_IN_BROKER,

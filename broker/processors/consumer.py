@@ -37,19 +37,20 @@ def _consume(broker: BrokerContext) -> ConsumeService:
 
 
 class QueryConsumerOffsetProcessor:
-    """The committed offset; for a group that never committed, 0 when the queue still starts at
-    0 (a new group reads from the beginning), else QUERY_NOT_FOUND (the client then starts
-    where its consume-from-where setting says)."""
+    """The committed offset, raised to the queue's minimum when retention deleted the messages
+    below it (the consumer goes on from the oldest one kept); for a group that never committed,
+    0 when the queue still starts at 0 (a new group reads from the beginning), else
+    QUERY_NOT_FOUND (the client then starts where its consume-from-where setting says)."""
 
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
         broker = ctx.broker
         offset = broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
-        if (
-            offset is None
-            and _consume(broker).min_offset_in_queue(header.topic, header.queue_id) <= 0
-        ):
+        min_offset = _consume(broker).min_offset_in_queue(header.topic, header.queue_id)
+        if offset is None and min_offset <= 0:
             offset = 0
+        elif offset is not None:
+            offset = max(offset, min_offset)
         if offset is None:
             return request.make_response(
                 ResponseCode.QUERY_NOT_FOUND,

@@ -11,8 +11,15 @@ from dataclasses import dataclass, field
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.metrics import BrokerMetrics, MetricsServer, StoreStatsProvider, serve_metrics
+from broker.metrics import (
+    DELETE_REASONS,
+    BrokerMetrics,
+    MetricsServer,
+    StoreStatsProvider,
+    serve_metrics,
+)
 from store import status
+from store.cleanup import DeleteReason
 from store.status import RunningFlags
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -27,6 +34,9 @@ class FakeStoreStats:
     segment_count: int = 1
     writer_queue_depth: int = 0
     running_flags: RunningFlags = field(default_factory=RunningFlags)
+    min_offset: int = 0
+    disk_ratio: float = 0.0
+    segments_deleted: dict[str, int] = field(default_factory=dict)
 
 
 @pytest.fixture
@@ -174,6 +184,31 @@ def test_store_gauges_are_read_at_scrape_time(
     assert second[("rmq_broker_store_flag", (("flag", "create_mapped_file_failed"),))] == 0
 
 
+def test_retention_figures_are_read_at_scrape_time(
+    metrics: BrokerMetrics, server: MetricsServer
+) -> None:
+    store = FakeStoreStats(min_offset=0, disk_ratio=0.5)
+    metrics.attach_store(store)
+    first = scrape(server)
+    store.min_offset, store.disk_ratio = 1 << 30, 0.87
+    store.segments_deleted = {"expired": 3, "forced": 1}
+    second = scrape(server)
+
+    assert first[("rmq_broker_store_min_offset_bytes", ())] == 0
+    assert first[("rmq_broker_store_disk_used_ratio", ())] == 0.5
+    for reason in ("expired", "forced", "manual"):
+        assert first[("rmq_broker_store_segments_deleted_total", (("reason", reason),))] == 0
+    assert second[("rmq_broker_store_min_offset_bytes", ())] == 1 << 30
+    assert second[("rmq_broker_store_disk_used_ratio", ())] == 0.87
+    assert second[("rmq_broker_store_segments_deleted_total", (("reason", "expired"),))] == 3
+    assert second[("rmq_broker_store_segments_deleted_total", (("reason", "forced"),))] == 1
+    assert second[("rmq_broker_store_segments_deleted_total", (("reason", "manual"),))] == 0
+
+
+def test_every_delete_reason_of_the_store_is_exported() -> None:
+    assert set(DELETE_REASONS) == {reason.value for reason in DeleteReason}
+
+
 def test_a_failed_segment_creation_blocks_writes(
     metrics: BrokerMetrics, server: MetricsServer
 ) -> None:
@@ -225,6 +260,9 @@ def test_bare_flag_bits_are_accepted(metrics: BrokerMetrics, server: MetricsServ
         segment_count: int = 0
         writer_queue_depth: int = 0
         running_flags: int = status.DISK_FULL
+        min_offset: int = 0
+        disk_ratio: float = 0.0
+        segments_deleted: dict[str, int] = field(default_factory=dict)
 
     metrics.attach_store(BitsOnly())
     samples = scrape(server)
