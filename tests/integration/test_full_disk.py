@@ -70,6 +70,8 @@ def test_full_disk_refuses_then_resumes_without_losing_acknowledged(
     filler = small_fs / "filler"
     filler.write_bytes(b"\1" * FILLER)
     monkeypatch.setenv("RMQ_MAPPED_FILE_SIZE_COMMIT_LOG", str(SEGMENT))
+    # the refusals themselves are under test: no forced cleanup makes room
+    monkeypatch.setenv("RMQ_CLEAN_FILE_FORCIBLY_ENABLE", "false")
     daemon = Daemon(small_fs / "store", "--flush-disk-type", "SYNC_FLUSH")
     acked: dict[int, bytes] = {}
     try:

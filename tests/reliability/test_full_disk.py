@@ -91,6 +91,8 @@ def test_completely_full_file_system_refuses_stays_up_and_resumes(
             "RMQ_CHECKPOINT_INTERVAL_MS": "100",
             "RMQ_DISK_CHECK_INTERVAL_MS": "200",
             "RMQ_ALLOCATE_RETRY_INTERVAL_MS": "200",
+            # the refusals themselves are under test: no forced cleanup makes room
+            "RMQ_CLEAN_FILE_FORCIBLY_ENABLE": "false",
         },
     )
     daemons.append(daemon)
