@@ -81,6 +81,8 @@ class MessageStoreConfig:
     slow_put_threshold_ms: int = 500
     allocate_retry_interval_ms: int = 1000
     checkpoint_interval_ms: int = 1000
+    #: consume-queue files open at once, over every queue (least recently used closed first)
+    max_open_consume_queue_files: int = 512
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -112,6 +114,7 @@ class MessageStoreConfig:
             "checkpoint_interval_ms",
             "os_page_cache_busy_timeout_ms",
             "clean_resource_interval",
+            "max_open_consume_queue_files",
         )
         if not self.file_reserved_time > 0:
             hours = self.file_reserved_time

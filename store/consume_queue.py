@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 import structlog
 
 from store.mapped_file import fsync_dir
+from store.open_files import OpenFiles
 
 # One unit, big-endian like every RocketMQ file:
 CQ_UNIT: Final = struct.Struct(
@@ -51,8 +53,15 @@ class ConsumeQueue:
     """The units of one queue; `append` writes, `get`/`iter_units` read, `truncate_*` repair."""
 
     def __init__(
-        self, root: str, topic: str, queue_id: int, units_per_file: int = DEFAULT_UNITS_PER_FILE
+        self,
+        root: str,
+        topic: str,
+        queue_id: int,
+        units_per_file: int = DEFAULT_UNITS_PER_FILE,
+        files: OpenFiles | None = None,
     ) -> None:
+        """`files` holds the descriptors, shared by the queues of a store (a private one when
+        not given, as in tests of one queue)."""
         self.topic = topic
         self.queue_id = queue_id
         self.dir = os.path.join(root, "consumequeue", topic, str(queue_id))
@@ -61,7 +70,8 @@ class ConsumeQueue:
         self.max_logic_offset = 0  # next logical offset to be written
         self.max_physical_offset = 0  # commit-log end of the last unit (offset + size)
         self.holes_filled = 0  # units written below the end by re-dispatch (`_fill_hole`)
-        self._fds: dict[int, int] = {}
+        self.files = files if files is not None else OpenFiles()
+        self._private_files = files is None
         self._unsynced_dirs: set[str] = set()
         self._load()
 
@@ -74,30 +84,52 @@ class ConsumeQueue:
             return []
         return sorted(int(n) for n in names if len(n) == 20 and n.isdigit())
 
+    def _path(self, base: int) -> str:
+        return os.path.join(self.dir, _file_name(base))
+
     def _fd(self, base: int, create: bool = False) -> int | None:
-        fd = self._fds.get(base)
-        if fd is not None:
-            return fd
-        path = os.path.join(self.dir, _file_name(base))
-        exists = os.path.exists(path)
-        if not create and not exists:
+        """The descriptor of the file at byte offset `base`; None when it does not exist and
+        `create` is false."""
+        path = self._path(base)
+        try:
+            return self.files.get(path, self._opener(create))
+        except FileNotFoundError:
             return None
-        if not exists:
-            # The new name (and any directory made for it) is made durable by the next flush:
-            # the dispatch offset saved after it must never outlive the file after a power cut.
-            topic_dir = os.path.dirname(self.dir)
-            self._unsynced_dirs.update((self.dir, topic_dir, os.path.dirname(topic_dir)))
-        os.makedirs(self.dir, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if os.fstat(fd).st_size < self.file_size:
-            os.ftruncate(fd, self.file_size)  # zero-filled: an all-zero unit marks the end
-        self._fds[base] = fd
-        return fd
+
+    def _opener(self, create: bool) -> Callable[[str], int]:
+        def open_file(path: str) -> int:
+            if not create:
+                return os.open(path, os.O_RDWR)  # FileNotFoundError when absent
+            if not os.path.exists(path):
+                # The new name (and any directory made for it) is made durable by the next
+                # flush: the dispatch offset saved after it must never outlive the file.
+                topic_dir = os.path.dirname(self.dir)
+                self._unsynced_dirs.update((self.dir, topic_dir, os.path.dirname(topic_dir)))
+            os.makedirs(self.dir, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            if os.fstat(fd).st_size < self.file_size:
+                os.ftruncate(fd, self.file_size)  # zero-filled: an all-zero unit marks the end
+            return fd
+
+        return open_file
+
+    def _write(self, base: int, data: bytes, position: int) -> None:
+        """Write `data` at `position` of the file at `base`, created if needed."""
+        fd = self._fd(base, create=True)
+        assert fd is not None
+        os.pwrite(fd, data, position)
+        self.files.written(self._path(base))
+
+    def _remove_file(self, base: int) -> None:
+        path = self._path(base)
+        self.files.forget(path)
+        os.unlink(path)
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+        """Close this queue's files when it has its own; the store's shared ones are the
+        table's to close."""
+        if self._private_files:
+            self.files.close_all()
 
     def _load(self) -> None:
         """Find the end: the first all-zero unit of the last non-empty file."""
@@ -158,9 +190,7 @@ class ConsumeQueue:
                 self.min_logic_offset = queue_offset
         byte_pos = queue_offset * CQ_STORE_UNIT_SIZE
         base = byte_pos - byte_pos % self.file_size
-        fd = self._fd(base, create=True)
-        assert fd is not None
-        os.pwrite(fd, CQ_UNIT.pack(physical_offset, size, tags_code), byte_pos - base)
+        self._write(base, CQ_UNIT.pack(physical_offset, size, tags_code), byte_pos - base)
         self.max_logic_offset = queue_offset + 1
         self.max_physical_offset = physical_offset + size
         return True
@@ -182,7 +212,7 @@ class ConsumeQueue:
         unit = CQ_UNIT.pack(physical_offset, size, tags_code)
         if os.pread(fd, CQ_STORE_UNIT_SIZE, byte_pos - base) == unit:
             return False  # already there
-        os.pwrite(fd, unit, byte_pos - base)
+        self._write(base, unit, byte_pos - base)
         if not self.holes_filled:
             log.warning(
                 "consume_queue_hole_filled",
@@ -215,10 +245,8 @@ class ConsumeQueue:
                 and units[index + len(run)][0] == queue_offset + len(run)
             ):
                 run.append(units[index + len(run)])
-            fd = self._fd(base, create=True)
-            assert fd is not None
             data = b"".join(CQ_UNIT.pack(p, z, t) for _, p, z, t in run)
-            os.pwrite(fd, data, byte_pos - base)
+            self._write(base, data, byte_pos - base)
             last = run[-1]
             self.max_logic_offset = last[0] + 1
             self.max_physical_offset = last[1] + last[2]
@@ -227,10 +255,13 @@ class ConsumeQueue:
         return written
 
     def flush(self) -> None:
-        """fdatasync every file, then fsync the directories of files created since the last
-        flush. Runs in a worker thread while dispatch may add files: it works on copies."""
-        for fd in list(self._fds.values()):
-            os.fdatasync(fd)
+        """fdatasync the written files (every queue's sharing `files`), then this queue's new
+        directory entries. Runs in a worker thread while dispatch goes on."""
+        self.files.sync_all()
+        self.sync_dirs()
+
+    def sync_dirs(self) -> None:
+        """fsync the directories of files created since the last call (worker thread)."""
         dirs, self._unsynced_dirs = self._unsynced_dirs, set()
         for path in sorted(dirs, key=len, reverse=True):  # the queue's directory first
             fsync_dir(path)
@@ -274,8 +305,7 @@ class ConsumeQueue:
             last = os.pread(fd, CQ_STORE_UNIT_SIZE, self.file_size - CQ_STORE_UNIT_SIZE)
             if len(last) < CQ_STORE_UNIT_SIZE or CQ_UNIT.unpack(last)[0] >= phy_min:
                 break
-            os.close(self._fds.pop(base))
-            os.unlink(os.path.join(self.dir, _file_name(base)))
+            self._remove_file(base)
             deleted += 1
             log.info(
                 "consume_queue_file_deleted",
@@ -331,14 +361,10 @@ class ConsumeQueue:
     def _zero_unit(self, queue_offset: int) -> None:
         byte_pos = queue_offset * CQ_STORE_UNIT_SIZE
         base = byte_pos - byte_pos % self.file_size
-        fd = self._fd(base)
-        if fd is not None:
-            os.pwrite(fd, bytes(CQ_STORE_UNIT_SIZE), byte_pos - base)
+        if self._fd(base) is not None:
+            self._write(base, bytes(CQ_STORE_UNIT_SIZE), byte_pos - base)
 
     def _remove_files_after(self, byte_end: int) -> None:
         for base in self._bases():
             if base >= byte_end and base > 0 and base > self.min_logic_offset * CQ_STORE_UNIT_SIZE:
-                fd = self._fds.pop(base, None)
-                if fd is not None:
-                    os.close(fd)
-                os.unlink(os.path.join(self.dir, _file_name(base)))
+                self._remove_file(base)

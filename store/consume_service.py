@@ -28,6 +28,7 @@ from store.format import (
 )
 from store.get_message import GetMessageResult, TagFilter, get_message
 from store.message import BORNHOST_V6_FLAG
+from store.open_files import DEFAULT_CAPACITY
 from store.reader import CommitLogReader
 
 if TYPE_CHECKING:
@@ -52,10 +53,11 @@ class ConsumeService:
         files: MappedFileQueue,
         units_per_file: int = DEFAULT_UNITS_PER_FILE,
         readable_end: Callable[[], int] | None = None,
+        max_open_files: int = DEFAULT_CAPACITY,
     ) -> ConsumeService:
         """Load the queues, cut them to the recovered commit log, catch up to the readable end:
         `readable_end()` when given (the store's choice by flush mode), else the durable offset."""
-        table = ConsumeQueueTable(root, units_per_file)
+        table = ConsumeQueueTable(root, units_per_file, max_open_files)
         resume = table.repair(files.min_offset, files.max_offset)
         reader = CommitLogReader(root, readable_end)
         reput = ReputMessageService(table, reader, resume)

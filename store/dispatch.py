@@ -23,6 +23,7 @@ import trio
 from store.consume_queue import DEFAULT_UNITS_PER_FILE, ConsumeQueue
 from store.format import CommitLogRecord, EncodedBatch
 from store.message import enters_consume_queue, tags_code_of
+from store.open_files import DEFAULT_CAPACITY, OpenFiles
 from store.reader import CommitLogReader
 
 log = structlog.get_logger()
@@ -43,9 +44,16 @@ Listener = Callable[[str, int, int], None]  # topic, queue id, new max logical o
 class ConsumeQueueTable:
     """Every `ConsumeQueue` of a store directory, created on first use."""
 
-    def __init__(self, root: str, units_per_file: int = DEFAULT_UNITS_PER_FILE) -> None:
+    def __init__(
+        self,
+        root: str,
+        units_per_file: int = DEFAULT_UNITS_PER_FILE,
+        max_open_files: int = DEFAULT_CAPACITY,
+    ) -> None:
         self.root = root
         self.units_per_file = units_per_file
+        #: every queue's descriptors: at most `max_open_files` open at once
+        self.files = OpenFiles(max_open_files)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._load()
 
@@ -65,7 +73,7 @@ class ConsumeQueueTable:
         key = (topic, queue_id)
         queue = self.queues.get(key)
         if queue is None:
-            queue = ConsumeQueue(self.root, topic, queue_id, self.units_per_file)
+            queue = ConsumeQueue(self.root, topic, queue_id, self.units_per_file, self.files)
             self.queues[key] = queue
         return queue
 
@@ -73,12 +81,13 @@ class ConsumeQueueTable:
         return self.queues.get((topic, queue_id))
 
     def close(self) -> None:
-        for queue in self.queues.values():
-            queue.close()
+        self.files.close_all()
 
     def flush(self) -> None:
+        """fdatasync the written files, then the new directory entries (worker thread)."""
+        self.files.sync_all()
         for queue in list(self.queues.values()):  # a worker thread: dispatch may add queues
-            queue.flush()
+            queue.sync_dirs()
 
     def topic_queue_table(self) -> dict[str, int]:
         """`topic-queueId` -> next logical offset, as the commit log's table keys it."""

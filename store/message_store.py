@@ -192,6 +192,7 @@ class DefaultMessageStore:
             queue,
             units_per_file=self.config.mapped_file_size_consume_queue // CQ_STORE_UNIT_SIZE,
             readable_end=self._consumable_end,
+            max_open_files=self.config.max_open_consume_queue_files,
         )
         table = self.commit_log.topic_queue_table
         for key, end in self.consume.table.topic_queue_table().items():
