@@ -73,6 +73,7 @@ class ConsumeQueue:
         self.files = files if files is not None else OpenFiles()
         self._private_files = files is None
         self._unsynced_dirs: set[str] = set()
+        self._paths: dict[int, str] = {}
         self._load()
 
     # --- files --------------------------------------------------------------------------------
@@ -85,7 +86,10 @@ class ConsumeQueue:
         return sorted(int(n) for n in names if len(n) == 20 and n.isdigit())
 
     def _path(self, base: int) -> str:
-        return os.path.join(self.dir, _file_name(base))
+        path = self._paths.get(base)
+        if path is None:
+            path = self._paths[base] = os.path.join(self.dir, _file_name(base))
+        return path
 
     def _fd(self, base: int, create: bool = False) -> int | None:
         """The descriptor of the file at byte offset `base`; None when it does not exist and
@@ -124,6 +128,7 @@ class ConsumeQueue:
         path = self._path(base)
         self.files.forget(path)
         os.unlink(path)
+        self._paths.pop(base, None)
 
     def close(self) -> None:
         """Close this queue's files when it has its own; the store's shared ones are the
@@ -324,6 +329,9 @@ class ConsumeQueue:
         the oldest message still stored. A binary search, one unit read per step (units follow
         the log's order); the minimum never moves back."""
         lo, hi = self.min_logic_offset, self.max_logic_offset
+        first = self.get(lo)
+        if first is not None and first.size > 0 and first.physical_offset >= phy_min:
+            return  # nothing below the log's start (the common case, one read)
         while lo < hi:
             mid = (lo + hi) // 2
             unit = self.get(mid)

@@ -139,17 +139,21 @@ class ConsumeQueueTable:
     # --- dispatch -----------------------------------------------------------------------------
 
     def dispatch(self, records: Iterable[CommitLogRecord], listener: Listener | None) -> int:
-        """Append the records' units; returns the end offset of the last record seen (or -1)."""
+        """Append the records' units, a run per queue (one write per queue and file); returns
+        the end offset of the last record seen (or -1)."""
         end = -1
+        runs: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
         for rec in records:
             end = rec.physical_offset + rec.total_size
-            if not enters_consume_queue(rec.sys_flag):
-                continue
-            queue = self.find(rec.topic, rec.queue_id)
-            code = tags_code_of(rec.properties)
-            appended = queue.append(rec.queue_offset, rec.physical_offset, rec.total_size, code)
-            if appended and listener is not None:
-                listener(rec.topic, rec.queue_id, queue.max_logic_offset)
+            if enters_consume_queue(rec.sys_flag):
+                unit = (rec.queue_offset, rec.physical_offset, rec.total_size)
+                runs.setdefault((rec.topic, rec.queue_id), []).append(
+                    (*unit, tags_code_of(rec.properties))
+                )
+        for (topic, queue_id), units in runs.items():
+            queue = self.find(topic, queue_id)
+            if queue.append_run(units) and listener is not None:
+                listener(topic, queue_id, queue.max_logic_offset)
         return end
 
 
@@ -304,7 +308,10 @@ class ReputMessageService:
         finally:
             with trio.CancelScope(shield=True):
                 try:
-                    self.dispatch_once()
+                    # Everything readable goes into the queues now: what is left would be
+                    # read back from the commit log at the next start, slowing it down.
+                    while self.dispatch_once():
+                        pass
                     await trio.to_thread.run_sync(self.save)
                 except OSError as exc:
                     # the saved offset stays behind: the next start dispatches again from it

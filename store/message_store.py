@@ -55,6 +55,7 @@ from store.store_tasks import (
     checkpoint_loop,
     disk_check_loop,
     shutdown_files,
+    verify_tail_loop,
 )
 from store.writer_queue import WriterQueue
 
@@ -128,6 +129,8 @@ class DefaultMessageStore:
             wall_ms=now_ms,
         )
         self.clean_consume_queue: CleanConsumeQueueService | None = None
+        #: (from, to) of a clean stop's log, checked in the background once the store runs
+        self._verify_tail: tuple[int, int] | None = None
         self._queue = WriterQueue()
         self._writer_done = trio.Event()
         # Outcomes of submitted puts waiting for `_deliver_outcomes`, and that task when parked.
@@ -179,6 +182,8 @@ class DefaultMessageStore:
         queue = self.mapped_file_queue
         queue.load()
         result = recover(queue, self.config, stop)
+        if result.verify_from is not None:
+            self._verify_tail = (result.verify_from, result.process_offset)
         if result.abnormal:
             for mapped_file in queue.mapped_files:
                 if mapped_file.file_from_offset >= result.scanned_from:
@@ -222,6 +227,8 @@ class DefaultMessageStore:
         nursery.start_soon(
             clean_files_periodically, self.clean_commit_log, self.clean_consume_queue
         )
+        if self._verify_tail is not None:
+            nursery.start_soon(verify_tail_loop, self, *self._verify_tail)
         if self.consume is not None:
             await nursery.start(self.consume.run)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 
 import structlog
@@ -35,6 +36,8 @@ PROGRESS_EVERY_FILES = 4
 #: the scan looks at its stop event every this many records (and at every segment)
 STOP_CHECK_RECORDS = 4096
 _CHUNK = 1 << 20
+#: bytes after a clean stop's end that must still be zeros
+_TAIL_PROBE = 4096
 
 
 @dataclass(slots=True)
@@ -46,6 +49,9 @@ class RecoveryResult:
     abnormal: bool
     scanned_from: int
     truncated_files: list[str] = field(default_factory=list)
+    #: a clean stop's log was not scanned: the records from here to `process_offset` are
+    #: checked in the background (`verify_tail`)
+    verify_from: int | None = None
 
 
 @dataclass(slots=True)
@@ -61,8 +67,12 @@ def _scan(
     table: dict[str, int],
     check_crc: bool,
     stop: threading.Event | None = None,
+    *,
+    end: int | None = None,
+    pause_s: float = 0.0,
 ) -> _Scan:
-    """Walk records from file `start`; stop at the first one that fails validation.
+    """Walk records from file `start`; stop at the first one that fails validation, or at
+    `end` when given. Sleeps `pause_s` every few thousand records (a background check).
 
     Raises RecoveryStoppedError once `stop` is set: the walk only reads, so that is always safe.
     """
@@ -73,6 +83,8 @@ def _scan(
         mm, base, position = mapped_file.mm, mapped_file.file_from_offset, 0
         if stop is not None and stop.is_set():
             raise RecoveryStoppedError(base)
+        if end is not None and base >= end:
+            return _Scan(end)
         if total_files > NORMAL_RECOVERY_FILES and (index - start) % PROGRESS_EVERY_FILES == 0:
             log.info(
                 "recovery_progress",
@@ -81,6 +93,8 @@ def _scan(
                 files=total_files,
             )
         while True:
+            if end is not None and base + position >= end:
+                return _Scan(end)
             check = check_message_and_return_size(mm, position, base + position, check_crc)
             if check.ok and check.size > 0:
                 countdown -= 1
@@ -88,6 +102,8 @@ def _scan(
                     countdown = STOP_CHECK_RECORDS
                     if stop is not None and stop.is_set():
                         raise RecoveryStoppedError(base + position)
+                    if pause_s:
+                        time.sleep(pause_s)
                 if enters_consume_queue(check.sys_flag):
                     key = check.topic_queue_key
                     if table.get(key, 0) <= check.queue_offset:
@@ -207,6 +223,14 @@ def recover(
         return RecoveryResult(0, {}, abnormal, 0)
     checkpoint = StoreCheckpoint.load(root)
     snapshot = TopicQueueTableSnapshot.load(root)
+    if not abnormal and _clean_stop(files, checkpoint, snapshot, read_flush_offset(root)):
+        assert snapshot is not None
+        log.info("commit_log_recovered", abnormal=False, offset=snapshot.offset, stopped="clean")
+        queue.truncate_dirty_files(snapshot.offset)
+        verify_from = files[max(0, len(files) - NORMAL_RECOVERY_FILES)].file_from_offset
+        return RecoveryResult(
+            snapshot.offset, dict(snapshot.table), False, snapshot.offset, verify_from=verify_from
+        )
     start = _start_index(files, abnormal, checkpoint)
     table: dict[str, int] = {}
     if snapshot is not None:
@@ -237,6 +261,53 @@ def recover(
     return RecoveryResult(
         scan.process_offset, table, abnormal, files[start].file_from_offset if files else 0, sides
     )
+
+
+def _clean_stop(
+    files: list[MappedFile],
+    checkpoint: StoreCheckpoint | None,
+    snapshot: TopicQueueTableSnapshot | None,
+    flush_offset: tuple[int, int, int] | None,
+) -> bool:
+    """The store was closed cleanly and its metadata agree, so the log ends where they say and
+    nothing needs scanning: a clean stop flushes everything, then writes the checkpoint and the
+    topic-queue table snapshot at the flushed offset, syncs `flushoffset` and only then removes
+    the abort file. What a scan would find is already known, whatever the store's size.
+
+    Anything that does not fit (a metadata file missing or disagreeing, bytes after the end)
+    sends recovery down the scanning path."""
+    if checkpoint is None or snapshot is None or flush_offset is None:
+        return False
+    end = snapshot.offset
+    if not checkpoint.flushed_offset == flush_offset[0] == end:
+        return False
+    size = files[0].file_size
+    first, last = files[0].file_from_offset, files[-1].file_from_offset + size
+    if not first <= end <= last:
+        return False
+    if end == last:
+        return True  # the last segment is full
+    mapped_file = files[(end - first) // size]
+    position = end - mapped_file.file_from_offset
+    # Nothing was written after the end: the next bytes are zeros, as a new segment has them.
+    return not any(mapped_file.mm[position : min(size, position + _TAIL_PROBE)])
+
+
+def verify_tail(
+    files: list[MappedFile],
+    end: int,
+    config: MessageStoreConfig,
+    stop: threading.Event,
+    pause_s: float,
+) -> tuple[str, int, str] | None:
+    """Check the records of `files` up to `end`, as a scan at startup would have (worker
+    thread, pausing now and then); (file, offset, reason) of the first bad one, or None.
+
+    Raises RecoveryStoppedError when `stop` is set."""
+    scan = _scan(files, 0, {}, config.check_crc_on_recover, stop, end=end, pause_s=pause_s)
+    if scan.bad_index is None or scan.process_offset >= end:
+        return None
+    return files[scan.bad_index].file_name, scan.process_offset, scan.reason
 
 
 def _check_tail(

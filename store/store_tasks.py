@@ -8,21 +8,30 @@ claims more than the disk holds) and when DISK_FULL is raised or cleared.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, TypeVar
 
+import outcome
 import structlog
 import trio
 
 from store import status
 from store.checkpoint import StoreCheckpoint, TopicQueueTableSnapshot, remove_abort_file
 from store.cleanup import store_disk_ratio
+from store.errors import RecoveryStoppedError
+from store.recovery import verify_tail
 from store.status import PutMessageStatus
 
 if TYPE_CHECKING:
     from store.message_store import DefaultMessageStore
 
 log = structlog.get_logger()
+
+#: the background check of a clean stop's tail sleeps this long every few thousand records
+VERIFY_PAUSE_S: Final = 0.02
+T = TypeVar("T")
 
 
 class StoreStats:
@@ -135,3 +144,65 @@ def shutdown_files(store: DefaultMessageStore) -> None:
         queue.close()
         if store.flush_offset_file is not None:
             store.flush_offset_file.close()
+
+
+async def run_stoppable(fn: Callable[[threading.Event], T]) -> T:
+    """`fn(stop)` in a worker thread; a cancel sets `stop`, so `fn` (which checks it now and
+    then and raises RecoveryStoppedError) ends soon instead of being waited for."""
+    stop = threading.Event()
+
+    async def stop_when_cancelled() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            stop.set()
+
+    done: list[outcome.Outcome[T]] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stop_when_cancelled)
+        # Captured, so that its error is raised as itself, not inside the nursery's group.
+        done.append(await outcome.acapture(trio.to_thread.run_sync, fn, stop))
+        nursery.cancel_scope.cancel()
+    return done[0].unwrap()
+
+
+async def verify_tail_loop(store: DefaultMessageStore, verify_from: int, end: int) -> None:
+    """After a clean stop recovery scanned nothing; check the last segments' records up to
+    `end` now, in the background, and report a bad one (bit rot after the stop) as an error
+    event. Nothing is cut: the broker is already serving what is there."""
+    files = [
+        f for f in store.mapped_file_queue.mapped_files if verify_from <= f.file_from_offset < end
+    ]
+    held = [f for f in files if f.hold()]
+    try:
+        if len(held) < len(files) or not files:
+            return  # retention got there first
+        started = trio.current_time()
+        try:
+            found = await run_stoppable(
+                lambda stop: verify_tail(files, end, store.config, stop, VERIFY_PAUSE_S)
+            )
+        except RecoveryStoppedError:
+            return
+        except (ValueError, OSError) as exc:  # a segment closed under the check
+            log.warning("commit_log_verify_abandoned", error=str(exc))
+            return
+        if found is None:
+            log.info(
+                "commit_log_verified",
+                start=verify_from,
+                end=end,
+                seconds=round(trio.current_time() - started, 1),
+            )
+            return
+        file_name, offset, reason = found
+        log.error(
+            "commit_log_corrupt",
+            file=file_name,
+            offset=offset,
+            reason=reason,
+            found_by="background check after a clean stop",
+        )
+    finally:
+        for mapped_file in held:
+            mapped_file.release()

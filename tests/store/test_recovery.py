@@ -11,6 +11,7 @@ import shutil
 import struct
 
 import pytest
+from structlog.testing import capture_logs
 
 from store.checkpoint import TOPIC_QUEUE_TABLE_FILE, TopicQueueTableSnapshot, read_flush_offset
 from store.config import FlushDiskType, MessageStoreConfig
@@ -19,7 +20,7 @@ from store.mapped_file import MappedFile, create_segment_file
 from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader
 from store.status import PutMessageStatus
-from tests.store.conftest import SEGMENT, make_msg, patch_file, read_file, touch
+from tests.store.conftest import SEGMENT, make_msg, patch_file, read_file, touch, wait_until
 
 
 async def _fill(config: MessageStoreConfig, count: int = 60) -> list[int]:
@@ -92,10 +93,11 @@ async def test_torn_tail_is_cut_and_kept_aside(config: MessageStoreConfig, damag
 
 async def test_mid_log_corruption_stops_startup(config: MessageStoreConfig) -> None:
     offsets = await _fill(config)
-    # Normal recovery checks the last three segments; take a record there with records after it.
+    # After a crash recovery scans from the checkpoint; take a record there with records after it.
     last_base = offsets[-1] - offsets[-1] % SEGMENT
     bad = next(o for o in offsets if o > last_base)
     _patch(config, bad + 88, b"X")
+    touch(os.path.join(config.store_path_root_dir, "abort"))
     with pytest.raises(CommitLogCorruptError) as caught:
         async with DefaultMessageStore.open(config):
             pass
@@ -108,6 +110,49 @@ async def test_mid_log_corruption_stops_startup(config: MessageStoreConfig) -> N
         assert store.max_offset == bad
         index = offsets.index(bad)
         assert sum(store.topic_queue_table.values()) == index
+
+
+async def test_a_clean_stop_is_recovered_without_a_scan_then_checked_in_the_background(
+    config: MessageStoreConfig,
+) -> None:
+    offsets = await _fill(config)
+    with capture_logs() as logs:
+        async with DefaultMessageStore.open(config) as store:
+            await wait_until(lambda: any(e["event"] == "commit_log_verified" for e in logs))
+            end = store.max_offset
+            assert read_flush_offset(config.store_path_root_dir) == (end, end, SEGMENT)
+    recovered = next(e for e in logs if e["event"] == "commit_log_recovered")
+    assert recovered["stopped"] == "clean"
+    verified = next(e for e in logs if e["event"] == "commit_log_verified")
+    assert verified["end"] == recovered["offset"] and verified["start"] < offsets[-1]
+    # Bit rot after the stop: the broker starts (nothing to cut after a clean stop), and the
+    # check names the damaged record.
+    bad = next(o for o in offsets if o > offsets[-1] - offsets[-1] % SEGMENT)
+    _patch(config, bad + 88, b"X")
+    with capture_logs() as logs:
+        async with DefaultMessageStore.open(config) as store:
+            await wait_until(lambda: any(e["event"] == "commit_log_corrupt" for e in logs))
+            assert (await store.put_message(make_msg(b"still-serving"))).status is (
+                PutMessageStatus.PUT_OK
+            )
+    corrupt = next(e for e in logs if e["event"] == "commit_log_corrupt")
+    assert (corrupt["offset"], corrupt["file"]) == (bad, _segment_path(config, bad))
+    assert corrupt["log_level"] == "error"
+
+
+async def test_metadata_that_disagree_send_recovery_down_the_scan(
+    config: MessageStoreConfig,
+) -> None:
+    offsets = await _fill(config)
+    snapshot = TopicQueueTableSnapshot.load(config.store_path_root_dir)
+    assert snapshot is not None
+    # A snapshot from an earlier moment: the clean-stop path must not trust it.
+    TopicQueueTableSnapshot(offsets[10], {"T1-0": 1}).write(config.store_path_root_dir)
+    with capture_logs() as logs:
+        async with DefaultMessageStore.open(config) as store:
+            assert store.topic_queue_table == snapshot.table
+    recovered = next(e for e in logs if e["event"] == "commit_log_recovered")
+    assert recovered["stopped"] != "clean"
 
 
 async def test_abnormal_recovery_rebuilds_the_table(config: MessageStoreConfig) -> None:
@@ -129,6 +174,7 @@ async def test_snapshot_ahead_of_the_log_is_ignored(config: MessageStoreConfig) 
 async def test_recovery_rewrites_the_flush_offset(config: MessageStoreConfig) -> None:
     offsets = await _fill(config, 30)
     _patch(config, offsets[-1] + 4, bytes(4))  # the last record lost its magic
+    touch(os.path.join(config.store_path_root_dir, "abort"))  # in a crash
     async with DefaultMessageStore.open(config) as store:
         assert read_flush_offset(config.store_path_root_dir) == (offsets[-1], offsets[-1], SEGMENT)
         assert store.max_offset == offsets[-1]
@@ -225,6 +271,7 @@ async def test_a_snapshot_left_ahead_by_a_cut_is_not_trusted_after_the_log_regro
     cut = next(o for o in offsets if o >= end - end % SEGMENT)  # the last segment's first record
     segment = os.path.join(config.store_path_commit_log, f"{cut - cut % SEGMENT:020d}")
     patch_file(segment, cut % SEGMENT, bytes(SEGMENT - cut % SEGMENT))  # its data is lost
+    touch(os.path.join(root, "abort"))  # in a crash
     async with DefaultMessageStore.open(config) as store:
         assert store.max_offset == cut
         expected = dict(store.topic_queue_table)
