@@ -26,7 +26,6 @@ from store.commit_log import Appended, CommitLog
 from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.consume_service import ConsumeService
-from store.errors import RecoveryStoppedError
 from store.flush import (
     CommitRealTimeService,
     Flusher,
@@ -54,6 +53,7 @@ from store.store_tasks import (
     apply_disk_ratio,
     checkpoint_loop,
     disk_check_loop,
+    run_stoppable,
     shutdown_files,
     verify_tail_loop,
 )
@@ -529,28 +529,4 @@ class DefaultMessageStore:
 async def _recover_until_cancelled(store: DefaultMessageStore) -> None:
     """Run the load and recovery in a worker thread; a cancel (a signal at startup) stops its
     read-only scan instead of waiting for the whole log, and then raises Cancelled."""
-    stop = threading.Event()
-    failure: BaseException | None = None
-    stopped = False
-
-    async def stop_when_cancelled() -> None:
-        try:
-            await trio.sleep_forever()
-        finally:
-            stop.set()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(stop_when_cancelled)
-        try:
-            await trio.to_thread.run_sync(store._load_and_recover, stop)
-        except RecoveryStoppedError:
-            log.info("recovery_stopped")
-            stopped = True
-        except BaseException as exc:  # raised as itself below, not inside an exception group
-            failure = exc
-        nursery.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    if stopped:  # only a cancel sets `stop`, so this checkpoint raises Cancelled
-        await trio.lowlevel.checkpoint()
-        raise RecoveryStoppedError(0)
+    await run_stoppable(store._load_and_recover, stopped_event="recovery_stopped")

@@ -146,9 +146,12 @@ def shutdown_files(store: DefaultMessageStore) -> None:
             store.flush_offset_file.close()
 
 
-async def run_stoppable(fn: Callable[[threading.Event], T]) -> T:
+async def run_stoppable(
+    fn: Callable[[threading.Event], T], *, stopped_event: str | None = None
+) -> T:
     """`fn(stop)` in a worker thread; a cancel sets `stop`, so `fn` (which checks it now and
-    then and raises RecoveryStoppedError) ends soon instead of being waited for."""
+    then and raises RecoveryStoppedError) ends soon instead of being waited for. A stop is
+    logged as `stopped_event` when given; the cancel then goes on as Cancelled."""
     stop = threading.Event()
 
     async def stop_when_cancelled() -> None:
@@ -158,11 +161,17 @@ async def run_stoppable(fn: Callable[[threading.Event], T]) -> T:
             stop.set()
 
     done: list[outcome.Outcome[T]] = []
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(stop_when_cancelled)
-        # Captured, so that its error is raised as itself, not inside the nursery's group.
-        done.append(await outcome.acapture(trio.to_thread.run_sync, fn, stop))
-        nursery.cancel_scope.cancel()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop_when_cancelled)
+            # Captured, so that its error is raised as itself, not inside the nursery's group.
+            done.append(await outcome.acapture(trio.to_thread.run_sync, fn, stop))
+            nursery.cancel_scope.cancel()
+    finally:
+        result = done[0] if done else None
+        error = result.error if isinstance(result, outcome.Error) else None
+        if isinstance(error, RecoveryStoppedError) and stopped_event:
+            log.info(stopped_event)
     return done[0].unwrap()
 
 
