@@ -115,6 +115,8 @@ class BrokerConfig:
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     max_inflight_per_connection: int = 256
+    #: connections open at once; more are closed as soon as they are accepted
+    max_connections: int = 10_000
     idle_timeout_s: float = 120.0
     write_timeout_s: float = 30.0
     shutdown_timeout_s: float = 10.0
@@ -142,6 +144,7 @@ class BrokerConfig:
             "default_topic_queue_nums",
             "flush_consumer_offset_interval_ms",
             "max_inflight_per_connection",
+            "max_connections",
             "idle_timeout_s",
             "write_timeout_s",
             "max_frame_length",

@@ -15,6 +15,7 @@ Exposed families (all prefixed `rmq_broker_`):
 | `put_latency_seconds`, `flush_latency_seconds` | histogram | |
 | `system_busy_total` | counter | reason |
 | `open_connections` | gauge | |
+| `connections_refused_total` | counter | |
 | `store_writer_queue_depth`, `store_segments` | gauge (scrape time) | |
 | `store_written_offset_bytes`, `store_flushed_offset_bytes` | gauge (scrape time) | |
 | `store_flag` | gauge (scrape time) | flag |
@@ -295,6 +296,12 @@ class BrokerMetrics:
         self._connections = Gauge(
             "open_connections", "Client connections open now.", namespace=NAMESPACE, registry=reg
         )
+        self._refused = Counter(
+            "connections_refused",
+            "Connections closed at once: max_connections were open.",
+            namespace=NAMESPACE,
+            registry=reg,
+        )
         self._busy_children: dict[str, Counter] = {}
         self._store_collector: _StoreCollector | None = None
 
@@ -332,6 +339,9 @@ class BrokerMetrics:
 
     def connection_closed(self) -> None:
         self._connections.dec()
+
+    def connection_refused(self) -> None:
+        self._refused.inc()
 
 
 @dataclass(frozen=True, slots=True)

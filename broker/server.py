@@ -45,6 +45,7 @@ from broker.processors.namesrv import (
 from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
 from broker.processors.send_back import ConsumerSendMsgBackProcessor
+from broker.resources import raise_open_files_limit
 from broker.schedule import ScheduleMessageService
 from broker.subscription_group import SubscriptionGroupManager
 from broker.tls import shared_acceptor
@@ -101,6 +102,8 @@ class BrokerServer:
         self.addresses: list[tuple[str, int]] = []
         self.namesrv_addresses: list[tuple[str, int]] = []
         self.connections: set[Connection] = set()
+        self.refused_connections = 0
+        self._refusing = False
         self._shutdown = trio.Event()
         self._all_closed = trio.Event()
         self._draining = False
@@ -127,6 +130,12 @@ class BrokerServer:
         await trio.serve_listeners(handler, listeners, handler_nursery=nursery)
 
     async def _handle(self, stream: trio.SocketStream, dispatcher: Dispatcher) -> None:
+        if len(self.connections) >= self.broker.config.max_connections:
+            await self._refuse(stream)
+            return
+        if self._refusing:
+            self._refusing = False
+            log.info("connections_accepted_again", connections=len(self.connections))
         connection = Connection(stream, peer_address(stream), self.broker, dispatcher)
         self.connections.add(connection)
         metrics = self.broker.metrics
@@ -155,6 +164,21 @@ class BrokerServer:
                     reason=connection.close_reason,
                     requests=connection.requests,
                 )
+
+    async def _refuse(self, stream: trio.SocketStream) -> None:
+        """Past `max_connections`: close at once, one event per spell of refusals."""
+        self.refused_connections += 1
+        if self.broker.metrics is not None:
+            self.broker.metrics.connection_refused()
+        if not self._refusing:
+            self._refusing = True
+            log.warning(
+                "connection_refused",
+                reason="max_connections",
+                limit=self.broker.config.max_connections,
+                remote=peer_address(stream)[0],
+            )
+        await trio.aclose_forcefully(stream)
 
     async def drain(self, timeout_s: float) -> bool:
         """Stop reading on every connection, wait for running requests; False on timeout."""
@@ -291,6 +315,7 @@ async def serve(
     TLS files; store failures at open propagate.
     """
     check_security_files(config)
+    raise_open_files_limit()
     listeners = await _open_listeners("listen", config.listen)
     namesrv_listeners = (
         await _open_listeners("namesrv_listen", config.namesrv_listen)
