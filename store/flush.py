@@ -1,5 +1,5 @@
 """The flush and commit services (RocketMQ `CommitLog.GroupCommitService`,
-`FlushRealTimeService`, `CommitRealTimeService`, `FlushDiskWatcher`) and the waiting put.
+`FlushRealTimeService`, `CommitRealTimeService`, `FlushDiskWatcher`).
 
 Owns when data is forced to disk and who is told. A flush that fails never advances the flushed
 offset: every waiting put is answered with SERVICE_NOT_AVAILABLE, the service stops flushing
@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
-from typing import Protocol, cast
+from typing import Protocol
 
 import outcome
 import structlog
 import trio
 
 from store.config import MessageStoreConfig
-from store.format import EncodedBatch
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
 from store.status import PutMessageStatus
+from store.writer import PutRequest
 
 log = structlog.get_logger()
 
@@ -58,73 +58,6 @@ async def run_in_thread(fn: Callable[[], None]) -> None:
 
 def _never_abort(_raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
     return trio.lowlevel.Abort.FAILED  # the thread cannot be stopped: wait for it
-
-
-#: a put's completion hook: (the request, its status); it must not raise
-PutCallback = Callable[["PutRequest", PutMessageStatus], None]
-
-
-class PutRequest:
-    """One put travelling writer -> (flush service) -> caller.
-
-    Completed exactly once: either the waiting task is rescheduled with the status (unless it
-    was cancelled first) or `callback` is called. Cheaper than a `trio.Event` per put: no
-    parking lot, one reschedule. `enqueued_at` (trio time) lets the store answer a put busy
-    once it has waited too long without being appended.
-    """
-
-    __slots__ = (
-        "appended",
-        "batch",
-        "callback",
-        "cancelled",
-        "deadline",
-        "done",
-        "end_offset",
-        "enqueued_at",
-        "task",
-        "wait_flush",
-    )
-
-    def __init__(
-        self,
-        batch: EncodedBatch,
-        wait_flush: bool,
-        callback: PutCallback | None = None,
-        enqueued_at: float = 0.0,
-    ) -> None:
-        self.batch = batch
-        self.wait_flush = wait_flush
-        self.callback = callback
-        self.task = trio.lowlevel.current_task() if callback is None else None
-        self.enqueued_at = enqueued_at
-        self.cancelled = False
-        self.done = False
-        self.appended: object = None
-        self.end_offset = 0
-        self.deadline = 0.0
-
-    def abort(self, _raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
-        self.cancelled = True
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    def complete(self, status: PutMessageStatus) -> None:
-        if self.done or self.cancelled:
-            return
-        self.done = True
-        callback = self.callback
-        if callback is None:
-            trio.lowlevel.reschedule(cast(trio.lowlevel.Task, self.task), outcome.Value(status))
-            return
-        try:
-            callback(self, status)
-        except Exception:
-            # The caller's hook failed: its own put is lost to it, the store's task goes on.
-            log.exception("put_callback_failed", status=status.name)
-
-    async def wait(self) -> PutMessageStatus:
-        result: PutMessageStatus = await trio.lowlevel.wait_task_rescheduled(self.abort)
-        return result
 
 
 FlushedHook = Callable[[], None]

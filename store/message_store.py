@@ -2,9 +2,9 @@
 half of `CommitLog`).
 
 Owns the lifecycle (lock, recovery, abort file, services, orderly shutdown), the checks before
-the writer in RocketMQ's order (message checks in `put_checks`), the single writer task fed by
-a bounded `WriterQueue`, and the counters the broker exports. Every put outcome is a
-`PutMessageStatus`; nothing here raises for a put.
+the writer in RocketMQ's order (message checks in `put_checks`), the wiring of the single writer
+(`store.writer`) to the flush services and the consume side, and the counters the broker
+exports. Every put outcome is a `PutMessageStatus`; nothing here raises for a put.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from store import status
 from store.allocate import AllocateMappedFileService, CreateFile, TransientStorePool
 from store.checkpoint import FlushOffsetFile, acquire_lock, create_abort_file, release_lock
 from store.cleanup import CleanCommitLogService, CleanConsumeQueueService, clean_files_periodically
-from store.commit_log import Appended, CommitLog
+from store.commit_log import CommitLog
 from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.consume_service import ConsumeService
@@ -31,24 +31,20 @@ from store.flush import (
     Flusher,
     FlushRealTimeService,
     GroupCommitService,
-    PutCallback,
-    PutRequest,
     thread_flusher,
 )
 from store.format import EncodedBatch, encode_batch
 from store.mapped_file import create_segment_file
 from store.mapped_file_queue import MappedFileQueue
 from store.message import (
-    AppendMessageResult,
     MessageExtBrokerInner,
     PutMessageResult,
-    offset_msg_id,
 )
-from store.parking import ParkingSpot
 from store.put_checks import check_batch, check_message
 from store.recovery import recover
 from store.status import AppendMessageStatus, PutMessageStatus, RunningFlags
 from store.store_tasks import (
+    SlowPutHook,
     StoreStats,
     apply_disk_ratio,
     checkpoint_loop,
@@ -57,14 +53,11 @@ from store.store_tasks import (
     shutdown_files,
     verify_tail_loop,
 )
-from store.writer_queue import WriterQueue
+from store.writer import CommitLogWriter, ResultCallback
 
 log = structlog.get_logger()
 
 SHUTDOWN_TIMEOUT_S = 30.0
-SlowPutHook = Callable[[float, PutMessageResult], None]
-#: receives a submitted put's outcome, in the store's task; it must not block or raise
-ResultCallback = Callable[[PutMessageResult], None]
 
 
 def wall_clock_ms() -> int:
@@ -85,9 +78,8 @@ class DefaultMessageStore:
     ) -> None:
         self.config = config
         self.now_ms = now_ms
-        self.on_slow_put = on_slow_put
         self.running_flags = RunningFlags()
-        self.stats = StoreStats()
+        self.stats = StoreStats(config.slow_put_threshold_ms, on_slow_put)
         self.shutdown = False
         #: the used share of the store's disk at the last check
         self.disk_ratio = 0.0
@@ -131,11 +123,15 @@ class DefaultMessageStore:
         self.clean_consume_queue: CleanConsumeQueueService | None = None
         #: (from, to) of a clean stop's log, checked in the background once the store runs
         self._verify_tail: tuple[int, int] | None = None
-        self._queue = WriterQueue()
-        self._writer_done = trio.Event()
-        # Outcomes of submitted puts waiting for `_deliver_outcomes`, and that task when parked.
-        self._outcomes: list[tuple[ResultCallback, PutRequest, PutMessageStatus, float]] = []
-        self._deliverer_spot = ParkingSpot()
+        self.writer = CommitLogWriter(
+            config,
+            self.commit_log,
+            now_ms=now_ms,
+            sync_flush=self.sync_flush,
+            to_group_commit=self.group_commit.put_request,
+            after_appends=self._after_appends,
+            finish=self.stats.finish,
+        )
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -204,6 +200,7 @@ class DefaultMessageStore:
             # A queue whose records retention deleted still goes on from its consume queue's end.
             if table.get(key, 0) < end:
                 table[key] = end
+        self.writer.on_appended = self.consume.note_appended
         self.clean_consume_queue = CleanConsumeQueueService(
             self.config, self.consume.table, lambda: queue.min_offset
         )
@@ -211,11 +208,12 @@ class DefaultMessageStore:
 
     async def _start(self, nursery: trio.Nursery) -> None:
         await nursery.start(self.allocator.run)
-        nursery.start_soon(self._writer)
+        writer = self.writer
+        nursery.start_soon(writer.run)
         nursery.start_soon(
-            self._queue.sweep_stale, self.config.os_page_cache_busy_timeout_ms / 1000
+            writer.queue.sweep_stale, self.config.os_page_cache_busy_timeout_ms / 1000
         )
-        nursery.start_soon(self._deliver_outcomes)
+        nursery.start_soon(writer.deliver_outcomes)
         if self.sync_flush:
             await nursery.start(self.group_commit.run)
         else:
@@ -234,15 +232,15 @@ class DefaultMessageStore:
 
     async def _shutdown(self) -> None:
         self.shutdown = True
-        self._queue.close()
-        await self._writer_done.wait()
+        self.writer.queue.close()
+        await self.writer.done.wait()
         if self.commit_real_time is not None:
             await self.commit_real_time.shutdown()
         if self.sync_flush:
             await self.group_commit.shutdown()
         else:
             await self.flush_real_time.shutdown()
-        self._deliver_pending_outcomes()
+        self.writer.deliver_pending_outcomes()
 
     # --- what the broker and metrics read ---------------------------------------------------
 
@@ -277,7 +275,7 @@ class DefaultMessageStore:
 
     @property
     def writer_queue_depth(self) -> int:
-        return len(self._queue)
+        return len(self.writer.queue)
 
     @property
     def flush_count(self) -> int:
@@ -285,7 +283,7 @@ class DefaultMessageStore:
 
     def is_os_page_cache_busy(self) -> bool:
         """The writer has been inside one group longer than `os_page_cache_busy_timeout_ms`."""
-        since = self._queue.busy_since
+        since = self.writer.queue.busy_since
         if since is None:
             return False
         return (trio.current_time() - since) * 1000 > self.config.os_page_cache_busy_timeout_ms
@@ -303,164 +301,54 @@ class DefaultMessageStore:
 
     async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         """Store one record; the status says whether (and how durably) it was stored."""
-        started = trio.current_time()
-        problem = self._check_store_status() or check_message(msg)
-        if problem is not None:
-            return self._finish(PutMessageResult(problem), 0, started)
-        encoded = encode_batch([msg], self.now_ms(), self.config.max_message_size)
-        return await self._submit_and_wait(encoded, msg.wait_store_msg_ok, started)
+        return await self._put([msg], batch=False)
 
     async def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
         """Store a batch of one topic and queue as consecutive records with consecutive queue
         offsets, never spanning two segments. WAIT comes from the first message."""
+        return await self._put(msgs, batch=True)
+
+    async def _put(self, msgs: list[MessageExtBrokerInner], *, batch: bool) -> PutMessageResult:
         started = trio.current_time()
-        problem = self._check_store_status() or check_batch(msgs, self.config.max_message_size)
-        if problem is not None:
-            return self._finish(PutMessageResult(problem), 0, started)
-        encoded = encode_batch(msgs, self.now_ms(), self.config.max_message_size)
-        return await self._submit_and_wait(encoded, msgs[0].wait_store_msg_ok, started)
+        prepared = self._prepare(msgs, started, batch)
+        if isinstance(prepared, PutMessageResult):
+            return prepared
+        return await self.writer.submit_and_wait(prepared, msgs[0].wait_store_msg_ok, started)
 
     def submit_messages(self, msgs: list[MessageExtBrokerInner], on_result: ResultCallback) -> None:
         """`put_messages` (one message: `put_message`) without a task waiting: `on_result`
         gets the outcome later, from the store's callback task, or before this returns when
         the put is refused at once. Must be called from the store's trio thread."""
         started = trio.current_time()
-        if len(msgs) == 1:
-            problem = self._check_store_status() or check_message(msgs[0])
-        else:
-            problem = self._check_store_status() or check_batch(msgs, self.config.max_message_size)
-        if problem is not None:
-            on_result(self._finish(PutMessageResult(problem), 0, started))
+        prepared = self._prepare(msgs, started, batch=len(msgs) != 1)
+        if isinstance(prepared, PutMessageResult):
+            on_result(prepared)
             return
-        encoded = encode_batch(msgs, self.now_ms(), self.config.max_message_size)
+        self.writer.submit_with_callback(prepared, msgs[0].wait_store_msg_ok, started, on_result)
 
-        def delivered(request: PutRequest, put_status: PutMessageStatus) -> None:
-            # Deferred to the callback task: the writer and the flush service go straight
-            # back to appending and flushing (the next fdatasync overlaps the callbacks).
-            self._outcomes.append((on_result, request, put_status, started))
-            self._deliverer_spot.wake()
+    def _prepare(
+        self, msgs: list[MessageExtBrokerInner], started: float, batch: bool
+    ) -> EncodedBatch | AppendMessageStatus | PutMessageResult:
+        """The checks before the writer, in RocketMQ's order (a batch's own rules when
+        `batch`), then the encoding; a refusal is a finished result."""
+        if batch:
+            problem = self._check_store_status() or check_batch(msgs, self.config.max_message_size)
+        else:
+            problem = self._check_store_status() or check_message(msgs[0])
+        if problem is not None:
+            return self.stats.finish(PutMessageResult(problem), 0, started)
+        return encode_batch(msgs, self.now_ms(), self.config.max_message_size)
 
-        request = self._submit(encoded, msgs[0].wait_store_msg_ok, started, delivered)
-        if isinstance(request, PutMessageResult):
-            on_result(request)
-
-    def _submit(
-        self,
-        encoded: EncodedBatch | AppendMessageStatus,
-        wait: bool,
-        started: float,
-        callback: PutCallback | None = None,
-    ) -> PutRequest | PutMessageResult:
-        """Queue an encoded put for the writer; a refusal is returned as a finished result."""
-        if isinstance(encoded, AppendMessageStatus):
-            problem = (
-                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-                if encoded is AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
-                else PutMessageStatus.MESSAGE_ILLEGAL
-            )
-            return self._finish(PutMessageResult(problem), 0, started)
-        if self._queue.closed:
-            return self._finish(
-                PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), 0, started
-            )
-        if len(self._queue) >= self.config.put_queue_capacity:
-            return self._finish(PutMessageResult(PutMessageStatus.WRITER_QUEUE_FULL), 0, started)
-        request = PutRequest(encoded, self.sync_flush and wait, callback, started)
-        self._queue.put(request)
-        return request
-
-    async def _submit_and_wait(
-        self, encoded: EncodedBatch | AppendMessageStatus, wait: bool, started: float
-    ) -> PutMessageResult:
-        request = self._submit(encoded, wait, started)
-        if isinstance(request, PutMessageResult):
-            return request
-        put_status = await request.wait()
-        return self._result(request, put_status, started)
-
-    def _result(
-        self, request: PutRequest, put_status: PutMessageStatus, started: float
-    ) -> PutMessageResult:
-        """The finished result of a put the writer answered."""
-        appended = request.appended
-        if not isinstance(appended, Appended):
-            return self._finish(PutMessageResult(put_status), 0, started)
-        encoded = request.batch
-        host = encoded.store_host_bytes
-        base = appended.wrote_offset
-        append_result = AppendMessageResult(
-            status=AppendMessageStatus.PUT_OK,
-            wrote_offset=base,
-            wrote_bytes=len(encoded.data),
-            msg_ids=(offset_msg_id(host, base),)
-            if len(encoded.records) == 1
-            else tuple(offset_msg_id(host, base + start) for start, _ in encoded.records),
-            store_timestamp=appended.store_timestamp,
-            logics_offset=appended.logics_offset,
-            msg_num=len(encoded.records),
-        )
-        return self._finish(PutMessageResult(put_status, append_result), len(encoded.data), started)
-
-    def _finish(self, result: PutMessageResult, size: int, started: float) -> PutMessageResult:
-        self.stats.record(result.status, size)
-        elapsed_ms = (trio.current_time() - started) * 1000
-        if elapsed_ms > self.config.slow_put_threshold_ms:
-            self.stats.slow_puts += 1
-            log.warning("slow_put", elapsed_ms=round(elapsed_ms, 1), status=result.status.name)
-            if self.on_slow_put is not None:
-                self.on_slow_put(elapsed_ms, result)
-        return result
-
-    # --- the writer ------------------------------------------------------------------------
-
-    async def _writer(self) -> None:
-        """The single writer: take everything queued, append it as one group, answer or hand on."""
-        queue = self._queue
-        max_group = self.config.max_group_size
-        try:
-            while (group := await queue.take(max_group)) is not None:
-                try:
-                    await self._append_group(group)
-                finally:
-                    queue.group_done()
-                if len(queue):
-                    # Let the producers and the flush service run between groups.
-                    await trio.lowlevel.cancel_shielded_checkpoint()
-        finally:
-            self._writer_done.set()
-
-    async def _append_group(self, group: list[PutRequest]) -> None:
-        now_ms = self.now_ms()
-        timeout_s = self.config.sync_flush_timeout_ms / 1000
-        appended_any = False
-        consume = self.consume
-        for index, request in enumerate(group):
-            self._queue.next = index + 1
-            if request.cancelled or request.done:
-                continue  # the caller gave up, or it was answered busy: never append it
-            result = await self.commit_log.put(request.batch, now_ms)
-            if not isinstance(result, Appended):
-                request.complete(result)
-                continue
-            appended_any = True
-            request.appended = result
-            if consume is not None:
-                consume.note_appended(request.batch, result.wrote_offset, result.logics_offset)
-            if request.wait_flush:
-                request.end_offset = result.wrote_offset + len(request.batch.data)
-                request.deadline = trio.current_time() + timeout_s
-                self.group_commit.put_request(request)
-            else:
-                request.complete(PutMessageStatus.PUT_OK)
-        if appended_any:
-            if self.sync_flush:
-                self.group_commit.wakeup()
-            elif self.commit_real_time is not None:
-                self.commit_real_time.wakeup()
-            else:
-                self.flush_real_time.wakeup()
-                if self.consume is not None:
-                    self.consume.wakeup()  # ASYNC_FLUSH: consumers need not wait for the flush
+    def _after_appends(self) -> None:
+        """The writer appended a group: wake whoever moves it on (flush, commit, dispatch)."""
+        if self.sync_flush:
+            self.group_commit.wakeup()
+        elif self.commit_real_time is not None:
+            self.commit_real_time.wakeup()
+        else:
+            self.flush_real_time.wakeup()
+            if self.consume is not None:
+                self.consume.wakeup()  # ASYNC_FLUSH: consumers need not wait for the flush
 
     def execute_delete_files_manually(self) -> None:
         """TRIGGER_DELETE_FILES: a cleanup round now, and expired segments go at any hour in
@@ -483,27 +371,6 @@ class DefaultMessageStore:
         SYNC_FLUSH, what readers of the files can see (written or committed) under ASYNC_FLUSH."""
         queue = self.mapped_file_queue
         return queue.flushed_where if self.sync_flush else queue.max_offset
-
-    # --- outcomes of submitted puts ---------------------------------------------------------
-
-    async def _deliver_outcomes(self) -> None:
-        """Run the callbacks of `submit_messages` puts, a batch per wake-up."""
-        while True:
-            if not self._outcomes:
-                await self._deliverer_spot.park()
-            # One more turn first, so a flush service woken with us starts its next fdatasync
-            # (in a thread) before the callbacks take the CPU; more outcomes gather meanwhile.
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            self._deliver_pending_outcomes()
-
-    def _deliver_pending_outcomes(self) -> None:
-        while self._outcomes:
-            outcomes, self._outcomes = self._outcomes, []
-            for on_result, request, put_status, started in outcomes:
-                try:
-                    on_result(self._result(request, put_status, started))
-                except Exception:
-                    log.exception("put_callback_failed", status=put_status.name)
 
     # --- flush outcomes --------------------------------------------------------------------
 

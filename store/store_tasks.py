@@ -8,6 +8,7 @@ claims more than the disk holds) and when DISK_FULL is raised or cleared.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from store import status
 from store.checkpoint import StoreCheckpoint, TopicQueueTableSnapshot, remove_abort_file
 from store.cleanup import store_disk_ratio
 from store.errors import RecoveryStoppedError
+from store.message import PutMessageResult
 from store.recovery import verify_tail
 from store.status import PutMessageStatus
 
@@ -32,21 +34,44 @@ log = structlog.get_logger()
 #: the background check of a clean stop's tail sleeps this long every few thousand records
 VERIFY_PAUSE_S: Final = 0.02
 T = TypeVar("T")
+#: told of a slow put: (elapsed ms, its result)
+SlowPutHook = Callable[[float, PutMessageResult], None]
 
 
 class StoreStats:
     """Put counts and bytes by status, and slow puts; read by the broker's metrics."""
 
-    __slots__ = ("put_bytes_by_status", "put_count_by_status", "slow_puts")
+    __slots__ = (
+        "on_slow_put",
+        "put_bytes_by_status",
+        "put_count_by_status",
+        "slow_put_threshold_ms",
+        "slow_puts",
+    )
 
-    def __init__(self) -> None:
+    def __init__(
+        self, slow_put_threshold_ms: float = math.inf, on_slow_put: SlowPutHook | None = None
+    ) -> None:
         self.put_count_by_status: Counter[PutMessageStatus] = Counter()
         self.put_bytes_by_status: Counter[PutMessageStatus] = Counter()
         self.slow_puts = 0
+        self.slow_put_threshold_ms = slow_put_threshold_ms
+        self.on_slow_put = on_slow_put
 
     def record(self, put_status: PutMessageStatus, size: int) -> None:
         self.put_count_by_status[put_status] += 1
         self.put_bytes_by_status[put_status] += size
+
+    def finish(self, result: PutMessageResult, size: int, started: float) -> PutMessageResult:
+        """Count a finished put (started at trio time `started`), log it when slow; `result`."""
+        self.record(result.status, size)
+        elapsed_ms = (trio.current_time() - started) * 1000
+        if elapsed_ms > self.slow_put_threshold_ms:
+            self.slow_puts += 1
+            log.warning("slow_put", elapsed_ms=round(elapsed_ms, 1), status=result.status.name)
+            if self.on_slow_put is not None:
+                self.on_slow_put(elapsed_ms, result)
+        return result
 
 
 async def disk_check_loop(store: DefaultMessageStore) -> None:

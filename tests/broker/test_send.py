@@ -446,7 +446,7 @@ async def test_sends_are_turned_away_busy_while_the_writer_is_stuck(
     store = broker.server.broker.store
     assert isinstance(store, DefaultMessageStore)
     # The writer has been inside one group for 10 s: past os_page_cache_busy_timeout_ms.
-    store._queue.busy_since = trio.current_time() - 10
+    store.writer.queue.busy_since = trio.current_time() - 10
     try:
         for topic in ("Known", "NotYetCreated"):  # the inline path and the task path
             response = await send_raw(producer, v1_header(topic))
@@ -456,7 +456,7 @@ async def test_sends_are_turned_away_busy_while_the_writer_is_stuck(
             )
             assert "MSG_REGION" in response.ext_fields
     finally:
-        store._queue.busy_since = None
+        store.writer.queue.busy_since = None
     assert broker.server.broker.topics.find("NotYetCreated") is None
     assert (await send_raw(producer, v1_header("Known"))).code == ResponseCode.SUCCESS
     assert [r.topic for r in records(broker.config)] == ["Known", "Known"]

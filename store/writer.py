@@ -1,0 +1,371 @@
+"""The store's single writer (RocketMQ: what `CommitLog.asyncPutMessage` does under the put lock,
+with `DefaultAppendMessageCallback`): the puts waiting for it, the one task that appends them,
+and the delivery of their outcomes.
+
+Owns `PutRequest` (one put on its way writer -> group commit -> caller), `WriterQueue` (the puts
+waiting, the group being appended, the busy answer for puts stuck behind a slow writer) and
+`CommitLogWriter`: the only task that appends to the commit log's segments. It takes everything
+queued as one group (up to `max_group_size`), appends it through `CommitLog.put`, tells the
+consume side what it appended, answers ASYNC puts at once and hands SYNC ones to the group
+commit, then wakes the flush services once per group. Puts submitted with a callback get their
+outcome from a separate task, so the writer and the flush service go straight back to work.
+Knows nothing of sockets or request codes; every outcome is a `PutMessageStatus`.
+
+`WriterQueue` uses a deque and one parked task instead of a memory channel, so a put costs an
+append and at most one reschedule. `group[next:]` are puts the writer has taken but not started
+to append; with the deque they are the puts that may still be answered busy when they have
+waited longer than `os_page_cache_busy_timeout_ms` (RocketMQ's PCBUSY_CLEAN_QUEUE): such a put is
+completed OS_PAGE_CACHE_BUSY and the writer skips it, so it is answered busy or stored, never
+both.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import cast
+
+import outcome
+import structlog
+import trio
+
+from store.commit_log import Appended, CommitLog
+from store.config import MessageStoreConfig
+from store.format import EncodedBatch
+from store.message import AppendMessageResult, PutMessageResult, offset_msg_id
+from store.parking import ParkingSpot
+from store.status import AppendMessageStatus, PutMessageStatus
+
+log = structlog.get_logger()
+
+#: receives a submitted put's outcome, in the store's task; it must not block or raise
+ResultCallback = Callable[[PutMessageResult], None]
+#: records a finished put (counters, slow puts) and returns it: the store's `_finish`
+Finish = Callable[[PutMessageResult, int, float], PutMessageResult]
+#: the writer appended a batch: (batch, where it starts, its first queue offset)
+AppendedHook = Callable[[EncodedBatch, int, int], None]
+
+
+#: a put's completion hook: (the request, its status); it must not raise
+PutCallback = Callable[["PutRequest", PutMessageStatus], None]
+
+
+class PutRequest:
+    """One put travelling writer -> (flush service) -> caller.
+
+    Completed exactly once: either the waiting task is rescheduled with the status (unless it
+    was cancelled first) or `callback` is called. Cheaper than a `trio.Event` per put: no
+    parking lot, one reschedule. `enqueued_at` (trio time) lets the store answer a put busy
+    once it has waited too long without being appended.
+    """
+
+    __slots__ = (
+        "appended",
+        "batch",
+        "callback",
+        "cancelled",
+        "deadline",
+        "done",
+        "end_offset",
+        "enqueued_at",
+        "task",
+        "wait_flush",
+    )
+
+    def __init__(
+        self,
+        batch: EncodedBatch,
+        wait_flush: bool,
+        callback: PutCallback | None = None,
+        enqueued_at: float = 0.0,
+    ) -> None:
+        self.batch = batch
+        self.wait_flush = wait_flush
+        self.callback = callback
+        self.task = trio.lowlevel.current_task() if callback is None else None
+        self.enqueued_at = enqueued_at
+        self.cancelled = False
+        self.done = False
+        self.appended: object = None
+        self.end_offset = 0
+        self.deadline = 0.0
+
+    def abort(self, _raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+        self.cancelled = True
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def complete(self, status: PutMessageStatus) -> None:
+        if self.done or self.cancelled:
+            return
+        self.done = True
+        callback = self.callback
+        if callback is None:
+            trio.lowlevel.reschedule(cast(trio.lowlevel.Task, self.task), outcome.Value(status))
+            return
+        try:
+            callback(self, status)
+        except Exception:
+            # The caller's hook failed: its own put is lost to it, the store's task goes on.
+            log.exception("put_callback_failed", status=status.name)
+
+    async def wait(self) -> PutMessageStatus:
+        result: PutMessageStatus = await trio.lowlevel.wait_task_rescheduled(self.abort)
+        return result
+
+
+class WriterQueue:
+    def __init__(self) -> None:
+        self._waiting: collections.deque[PutRequest] = collections.deque()
+        self._spot = ParkingSpot()
+        self.closed = False
+        #: the group being appended and the index of its next put
+        self.group: list[PutRequest] = []
+        self.next = 0
+        #: when the writer started its current group (None between groups)
+        self.busy_since: float | None = None
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def put(self, request: PutRequest) -> None:
+        self._waiting.append(request)
+        self._spot.wake()
+
+    def close(self) -> None:
+        """No more puts: the writer finishes what is queued, then `take` returns None."""
+        self.closed = True
+        self._spot.wake()
+
+    async def take(self, max_group: int) -> list[PutRequest] | None:
+        """The next group (parks while nothing waits); None once closed and drained."""
+        waiting = self._waiting
+        while not waiting:
+            if self.closed:
+                return None
+            await self._spot.park()
+        count = min(len(waiting), max_group)
+        self.group = [waiting.popleft() for _ in range(count)]
+        self.next = 0
+        self.busy_since = trio.current_time()
+        return self.group
+
+    def group_done(self) -> None:
+        self.busy_since = None
+        self.group = []
+        self.next = 0
+
+    # --- puts stuck behind the writer ----------------------------------------------------------
+
+    async def sweep_stale(self, timeout_s: float) -> None:
+        """Answer busy every put that has waited `timeout_s` without being appended. One task,
+        sleeping until the oldest waiting put is due: no timer per put."""
+        while True:
+            oldest = self._oldest_waiting()
+            if oldest is None:
+                await trio.sleep(timeout_s)
+                continue
+            await trio.sleep_until(oldest + timeout_s)
+            self.answer_stale(trio.current_time() - timeout_s)
+
+    def _oldest_waiting(self) -> float | None:
+        group = self.group
+        for index in range(self.next, len(group)):
+            request = group[index]
+            if not (request.done or request.cancelled):
+                return request.enqueued_at
+        return self._waiting[0].enqueued_at if self._waiting else None
+
+    def answer_stale(self, cutoff: float) -> int:
+        """Complete OS_PAGE_CACHE_BUSY every unanswered put enqueued at or before `cutoff`."""
+        busy = PutMessageStatus.OS_PAGE_CACHE_BUSY
+        group = self.group
+        answered = 0
+        for index in range(self.next, len(group)):
+            request = group[index]
+            if request.enqueued_at <= cutoff and not (request.done or request.cancelled):
+                answered += 1
+                request.complete(busy)  # done now: the writer will skip it
+        waiting = self._waiting
+        while waiting and waiting[0].enqueued_at <= cutoff:
+            request = waiting.popleft()
+            if not (request.done or request.cancelled):
+                answered += 1
+                request.complete(busy)
+        if answered:
+            log.warning("stale_puts_answered_busy", puts=answered, queued=len(waiting))
+        return answered
+
+
+class CommitLogWriter:
+    """The writer task (`run`), the outcome task (`deliver_outcomes`) and `submit`."""
+
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        commit_log: CommitLog,
+        *,
+        now_ms: Callable[[], int],
+        sync_flush: bool,
+        to_group_commit: Callable[[PutRequest], None],
+        after_appends: Callable[[], None],
+        finish: Finish,
+    ) -> None:
+        self.config = config
+        self.commit_log = commit_log
+        self.now_ms = now_ms
+        self.sync_flush = sync_flush
+        self.to_group_commit = to_group_commit
+        self.after_appends = after_appends
+        self.finish = finish
+        self.queue = WriterQueue()
+        #: set once the writer has appended its last group (the store is closing)
+        self.done = trio.Event()
+        #: told of every append; set once the consume side exists (after recovery)
+        self.on_appended: AppendedHook | None = None
+        # Outcomes of submitted puts waiting for `deliver_outcomes`, and that task when parked.
+        self._outcomes: list[tuple[ResultCallback, PutRequest, PutMessageStatus, float]] = []
+        self._deliverer_spot = ParkingSpot()
+
+    # --- submitting -------------------------------------------------------------------------
+
+    def submit(
+        self,
+        batch: EncodedBatch | AppendMessageStatus,
+        wait: bool,
+        started: float,
+        callback: PutCallback | None = None,
+    ) -> PutRequest | PutMessageResult:
+        """Queue an encoded put for the writer; a refusal is returned as a finished result."""
+        if isinstance(batch, AppendMessageStatus):
+            problem = (
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                if batch is AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                else PutMessageStatus.MESSAGE_ILLEGAL
+            )
+            return self.finish(PutMessageResult(problem), 0, started)
+        queue = self.queue
+        if queue.closed:
+            return self.finish(PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), 0, started)
+        if len(queue) >= self.config.put_queue_capacity:
+            return self.finish(PutMessageResult(PutMessageStatus.WRITER_QUEUE_FULL), 0, started)
+        request = PutRequest(batch, self.sync_flush and wait, callback, started)
+        queue.put(request)
+        return request
+
+    async def submit_and_wait(
+        self, batch: EncodedBatch | AppendMessageStatus, wait: bool, started: float
+    ) -> PutMessageResult:
+        request = self.submit(batch, wait, started)
+        if isinstance(request, PutMessageResult):
+            return request
+        put_status = await request.wait()
+        return self.result(request, put_status, started)
+
+    def submit_with_callback(
+        self,
+        batch: EncodedBatch | AppendMessageStatus,
+        wait: bool,
+        started: float,
+        on_result: ResultCallback,
+    ) -> None:
+        """`submit` whose outcome goes to `on_result` from the outcome task (or before this
+        returns when the put is refused at once)."""
+
+        def delivered(request: PutRequest, put_status: PutMessageStatus) -> None:
+            # Deferred to the outcome task: the writer and the flush service go straight
+            # back to appending and flushing (the next fdatasync overlaps the callbacks).
+            self._outcomes.append((on_result, request, put_status, started))
+            self._deliverer_spot.wake()
+
+        request = self.submit(batch, wait, started, delivered)
+        if isinstance(request, PutMessageResult):
+            on_result(request)
+
+    def result(
+        self, request: PutRequest, put_status: PutMessageStatus, started: float
+    ) -> PutMessageResult:
+        """The finished result of a put the writer answered."""
+        appended = request.appended
+        if not isinstance(appended, Appended):
+            return self.finish(PutMessageResult(put_status), 0, started)
+        batch = request.batch
+        host = batch.store_host_bytes
+        base = appended.wrote_offset
+        append_result = AppendMessageResult(
+            status=AppendMessageStatus.PUT_OK,
+            wrote_offset=base,
+            wrote_bytes=len(batch.data),
+            msg_ids=(offset_msg_id(host, base),)
+            if len(batch.records) == 1
+            else tuple(offset_msg_id(host, base + start) for start, _ in batch.records),
+            store_timestamp=appended.store_timestamp,
+            logics_offset=appended.logics_offset,
+            msg_num=len(batch.records),
+        )
+        return self.finish(PutMessageResult(put_status, append_result), len(batch.data), started)
+
+    # --- the writer --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """The single writer: take everything queued, append it as one group, answer or hand on."""
+        queue = self.queue
+        max_group = self.config.max_group_size
+        try:
+            while (group := await queue.take(max_group)) is not None:
+                try:
+                    await self._append_group(group)
+                finally:
+                    queue.group_done()
+                if len(queue):
+                    # Let the producers and the flush service run between groups.
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+        finally:
+            self.done.set()
+
+    async def _append_group(self, group: list[PutRequest]) -> None:
+        now_ms = self.now_ms()
+        timeout_s = self.config.sync_flush_timeout_ms / 1000
+        appended_any = False
+        on_appended = self.on_appended
+        queue = self.queue
+        for index, request in enumerate(group):
+            queue.next = index + 1
+            if request.cancelled or request.done:
+                continue  # the caller gave up, or it was answered busy: never append it
+            result = await self.commit_log.put(request.batch, now_ms)
+            if not isinstance(result, Appended):
+                request.complete(result)
+                continue
+            appended_any = True
+            request.appended = result
+            if on_appended is not None:
+                on_appended(request.batch, result.wrote_offset, result.logics_offset)
+            if request.wait_flush:
+                request.end_offset = result.wrote_offset + len(request.batch.data)
+                request.deadline = trio.current_time() + timeout_s
+                self.to_group_commit(request)
+            else:
+                request.complete(PutMessageStatus.PUT_OK)
+        if appended_any:
+            self.after_appends()
+
+    # --- outcomes of submitted puts -----------------------------------------------------------
+
+    async def deliver_outcomes(self) -> None:
+        """Run the callbacks of `submit_with_callback` puts, a batch per wake-up."""
+        while True:
+            if not self._outcomes:
+                await self._deliverer_spot.park()
+            # One more turn first, so a flush service woken with us starts its next fdatasync
+            # (in a thread) before the callbacks take the CPU; more outcomes gather meanwhile.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            self.deliver_pending_outcomes()
+
+    def deliver_pending_outcomes(self) -> None:
+        while self._outcomes:
+            outcomes, self._outcomes = self._outcomes, []
+            for on_result, request, put_status, started in outcomes:
+                try:
+                    on_result(self.result(request, put_status, started))
+                except Exception:
+                    log.exception("put_callback_failed", status=put_status.name)
