@@ -83,7 +83,8 @@ def local_hour() -> int:
 
 
 class CleanCommitLogService:
-    """Deletes segments a round at a time; `run` holds the loop, `run_round` one round."""
+    """Deletes segments a round at a time (`run_round`); `clean_files_periodically` runs the
+    rounds."""
 
     def __init__(
         self,
@@ -111,6 +112,12 @@ class CleanCommitLogService:
         self._round_lock = trio.Lock()  # a requested round never overlaps a running one
         self._last_redelete_ms = 0
         self._deferred_logged: set[str] = set()
+
+    def close(self) -> None:
+        """Close the segments whose deletion a reader still holds back (the store is closing;
+        the next start deletes them)."""
+        for mapped_file, _ in self.dying:
+            mapped_file.close()
 
     def execute_delete_files_manually(self) -> None:
         """TRIGGER_DELETE_FILES: the next rounds delete expired segments at any hour."""

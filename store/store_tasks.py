@@ -166,6 +166,7 @@ def shutdown_files(store: DefaultMessageStore) -> None:
             )
     finally:
         store.allocator.close()
+        store.clean_commit_log.close()
         queue.close()
         if store.flush_offset_file is not None:
             store.flush_offset_file.close()
