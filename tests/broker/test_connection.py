@@ -204,6 +204,21 @@ async def test_garbage_closes_only_after_running_requests_answered(peer: Peer) -
     assert "exceeds the maximum" in errors[0]["error"]
 
 
+async def test_requests_before_garbage_in_the_same_write_are_answered(
+    peer: Peer, echo: Echo
+) -> None:
+    frames = b"".join(encode_frame(request(ECHO, n)) for n in (1, 2, 3))
+    with capture_logs() as logs:
+        await peer.stream.send_all(frames + b"\xff\xff\xff\xff")
+        answers = [await peer.receive() for _ in range(3)]
+        with trio.fail_after(5):
+            assert await peer.closed()
+    assert sorted(a.opaque for a in answers) == [1, 2, 3]
+    assert all(a.code == ResponseCode.SUCCESS for a in answers)
+    assert sorted(echo.seen) == [1, 2, 3]
+    assert [e["requests"] for e in logs if e["event"] == "protocol_error"] == [3]
+
+
 async def test_idle_connections_close_after_the_timeout(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:

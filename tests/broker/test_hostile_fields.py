@@ -1,0 +1,103 @@
+"""Hostile field values replayed as raw frames against a real broker on loopback (issue #26).
+
+Each case sends what a wire fuzzer found poisoning shared state (a group name that is a number,
+a client id that is a float, a subscription expression that is a boolean, a header language
+that is a huge integer, a good send followed by a bad length prefix in the same write), then
+checks that the requests a well-behaved client makes next still succeed: a heartbeat of another
+group, a pull, GET_CONSUMER_LIST_BY_GROUP and a send.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import trio
+
+from broker.client import Message, SendStatus, open_producer
+from broker.pull_client import open_pull_consumer
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.frame import FrameDecoder, encode_frame
+from protocol.headers import SendMessageRequestHeaderV2
+from tests.conftest import RunningBroker
+
+TOPIC = "HostileT"
+DEADLINE_S = 20
+
+
+def json_frame(header: dict[str, Any], body: bytes = b"") -> bytes:
+    text = json.dumps(header).encode()
+    return struct.pack(">ii", 4 + len(text) + len(body), len(text)) + text + body
+
+
+def heartbeat_frame(body: dict[str, Any], opaque: int = 1) -> bytes:
+    header = {"code": RequestCode.HEART_BEAT, "opaque": opaque, "flag": 0, "extFields": {}}
+    return json_frame(header, json.dumps(body).encode())
+
+
+def consumer_body(client_id: Any, group: Any, sub_string: Any = "*") -> dict[str, Any]:
+    subscription = {"topic": TOPIC, "subString": sub_string, "subVersion": 1}
+    consumer = {"groupName": group, "subscriptionDataSet": [subscription]}
+    return {"clientID": client_id, "consumerDataSet": [consumer]}
+
+
+def send_frame(opaque: int, body: bytes, topic: str = TOPIC) -> bytes:
+    header = SendMessageRequestHeaderV2("pg", topic, "TBW102", 4, 0, 0, 1_700_000_000_000, 0)
+    command = RemotingCommand.request(
+        RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), body, opaque=opaque
+    )
+    return encode_frame(command)
+
+
+async def exchange(
+    port: int, payload: bytes, count: int = 1, *, then_closed: bool = False
+) -> list[RemotingCommand]:
+    """Write `payload` in one `send_all` and read `count` answers; with `then_closed`, also
+    wait for the broker to close the connection (else for nothing more)."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    decoder = FrameDecoder()
+    answers: list[RemotingCommand] = []
+    async with stream:
+        await stream.send_all(payload)
+        with trio.fail_after(DEADLINE_S):
+            while len(answers) < count:
+                data = await stream.receive_some(65536)
+                assert data, f"closed after {len(answers)} of {count} answers"
+                answers.extend(decoder.feed(bytes(data)))
+            if then_closed:
+                assert await stream.receive_some(65536) == b""
+    assert len(answers) == count
+    return answers
+
+
+async def still_served(port: int, group: str = "healthy-group") -> None:
+    """A heartbeat of another group, a pull, the group's client list and a send succeed."""
+    with trio.fail_after(DEADLINE_S):
+        async with open_producer("127.0.0.1", port) as producer:
+            sent = await producer.send(Message(TOPIC, b"after", queue_id=0))
+            assert sent.status is SendStatus.SEND_OK
+        async with open_pull_consumer(
+            "127.0.0.1", port, group, client_id="10.0.0.1@healthy"
+        ) as consumer:
+            await consumer.subscribe(TOPIC)  # HEART_BEAT of a new group
+            assert await consumer.consumer_ids() == ["10.0.0.1@healthy"]
+            result = await consumer.pull(TOPIC, 0, 0)  # the group's subscription applies
+            assert result.found, result
+            assert b"after" in [r.body for r in result.records]
+
+
+async def test_sends_before_a_bad_length_prefix_are_stored_and_answered(
+    broker: RunningBroker,
+) -> None:
+    payload = send_frame(1, b"first") + send_frame(2, b"second") + struct.pack(">i", -1)
+    answers = await exchange(broker.port, payload, 2, then_closed=True)
+    assert sorted((a.opaque, a.code) for a in answers) == [
+        (1, ResponseCode.SUCCESS),
+        (2, ResponseCode.SUCCESS),
+    ]
+    async with open_pull_consumer("127.0.0.1", broker.port, "reader-group") as consumer:
+        result = await consumer.pull(TOPIC, 0, 0, expression="*")
+    assert sorted(r.body or b"" for r in result.records) == [b"first", b"second"]
+    await still_served(broker.port)
