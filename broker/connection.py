@@ -220,6 +220,13 @@ class Connection:
                     await self._slot_spot.park()  # past the in-flight limit: stop reading here
                 self.inflight += 1
                 self.requests += 1
+                header_error = command.header_error
+                if header_error is not None:  # a field of the wrong type: answered, not run
+                    respond(
+                        command,
+                        command.make_response(header_error.response_code, str(header_error)),
+                    )
+                    continue
                 if self.access is not None:
                     refusal = self.access.check(command, ctx.remote)
                     if refusal is not None:

@@ -8,6 +8,7 @@ the in-flight limit, protocol errors and the idle timeout.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -178,6 +179,21 @@ async def test_processor_failures_become_answers_and_the_connection_lives(peer: 
     assert (bad.code, bad.remark) == (ResponseCode.SYSTEM_ERROR, "the custom field queueId is null")
     await peer.send(request(ECHO, 3))
     assert (await peer.receive()).code == ResponseCode.SUCCESS
+
+
+async def test_a_request_with_a_wrong_header_field_is_answered_not_run(
+    peer: Peer, echo: Echo
+) -> None:
+    header = b'{"code":1005,"opaque":11,"language":1e30,"extFields":{}}'
+    with capture_logs() as logs:
+        await peer.stream.send_all(struct.pack(">ii", 4 + len(header), len(header)) + header)
+        bad = await peer.receive()
+    assert (bad.opaque, bad.code) == (11, ResponseCode.SYSTEM_ERROR)
+    assert bad.remark == "JSON header language 1e+30 is neither a language name nor a code 0-255"
+    assert echo.seen == []
+    assert [e["event"] for e in logs] == ["request_refused"]
+    await peer.send(request(ECHO, 12))  # the connection is kept
+    assert (await peer.receive()).opaque == 12
 
 
 async def test_reading_stops_at_the_inflight_limit(peer: Peer, blocking: Blocking) -> None:

@@ -88,6 +88,18 @@ async def still_served(port: int, group: str = "healthy-group") -> None:
             assert b"after" in [r.body for r in result.records]
 
 
+async def test_a_huge_language_is_answered_and_the_connection_kept(broker: RunningBroker) -> None:
+    bad = json_frame({"code": RequestCode.HEART_BEAT, "opaque": 41, "language": 10**30})
+    good = heartbeat_frame({"clientID": "10.0.0.4@ok"}, opaque=42)
+    answers = await exchange(broker.port, bad + good, 2)
+    assert [(a.opaque, a.code) for a in answers] == [
+        (41, ResponseCode.SYSTEM_ERROR),
+        (42, ResponseCode.SUCCESS),
+    ]
+    assert answers[0].remark is not None and "language" in answers[0].remark
+    await still_served(broker.port)
+
+
 async def test_sends_before_a_bad_length_prefix_are_stored_and_answered(
     broker: RunningBroker,
 ) -> None:
