@@ -88,6 +88,54 @@ async def still_served(port: int, group: str = "healthy-group") -> None:
             assert b"after" in [r.body for r in result.records]
 
 
+async def heartbeat_answer(port: int, body: dict[str, Any]) -> RemotingCommand:
+    (answer,) = await exchange(port, heartbeat_frame(body))
+    return answer
+
+
+async def test_a_group_name_that_is_a_number_is_refused_and_groups_are_still_created(
+    broker: RunningBroker,
+) -> None:
+    answer = await heartbeat_answer(broker.port, consumer_body("10.0.0.2@evil", 12345))
+    await still_served(broker.port)  # creates a group
+    # a later pull and heartbeat of yet another group create it
+    async with open_pull_consumer("127.0.0.1", broker.port, "third-group") as consumer:
+        await consumer.subscribe(TOPIC)
+        assert (await consumer.pull(TOPIC, 0, 0)).found
+    assert broker.server.broker.groups.find("third-group") is not None
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert answer.remark is not None and "groupName" in answer.remark
+    assert broker.server.broker.groups.find("12345") is None
+
+
+async def test_a_client_id_that_is_a_float_is_refused_and_the_group_lists_its_clients(
+    broker: RunningBroker,
+) -> None:
+    answer = await heartbeat_answer(broker.port, consumer_body(1.5, "healthy-group"))
+    await still_served(broker.port, "healthy-group")  # lists the group's clients
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert answer.remark is not None and "clientID" in answer.remark
+
+
+async def test_a_boolean_subscription_expression_is_refused_and_pulls_still_work(
+    broker: RunningBroker,
+) -> None:
+    async with open_pull_consumer(
+        "127.0.0.1", broker.port, "shared-group", client_id="10.0.0.1@good"
+    ) as consumer:
+        await consumer.subscribe(TOPIC)
+        body = consumer_body("10.0.0.3@evil", "shared-group", sub_string=True)
+        answer = await heartbeat_answer(broker.port, body)
+        async with open_producer("127.0.0.1", broker.port) as producer:
+            await producer.send(Message(TOPIC, b"kept", queue_id=0))
+        with trio.fail_after(DEADLINE_S):
+            result = await consumer.pull(TOPIC, 0, 0)  # by the group's subscription
+        assert [r.body for r in result.records] == [b"kept"]
+    await still_served(broker.port)
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert answer.remark is not None and "subString" in answer.remark
+
+
 async def test_a_huge_language_is_answered_and_the_connection_kept(broker: RunningBroker) -> None:
     bad = json_frame({"code": RequestCode.HEART_BEAT, "opaque": 41, "language": 10**30})
     good = heartbeat_frame({"clientID": "10.0.0.4@ok"}, opaque=42)
