@@ -324,3 +324,13 @@ def test_an_int_field_refuses_what_only_a_long_holds() -> None:
     assert UpdateConsumerOffsetRequestHeader.from_ext_fields(ext).commit_offset == 1 << 40
     with pytest.raises(HeaderFieldError, match="queueId"):
         UpdateConsumerOffsetRequestHeader.from_ext_fields({**ext, "queueId": str(1 << 40)})
+
+
+def test_a_refused_number_is_cut_short_in_the_remark() -> None:
+    ext = {"consumerGroup": "g", "topic": "t", "queueId": "9" * 100_000, "commitOffset": "1"}
+    with pytest.raises(HeaderFieldError, match="queueId is out of int range") as info:
+        UpdateConsumerOffsetRequestHeader.from_ext_fields(ext)
+    assert len(str(info.value)) < 120
+    with pytest.raises(HeaderFieldError, match="queueId is not a valid int: 'xxx") as info:
+        UpdateConsumerOffsetRequestHeader.from_ext_fields({**ext, "queueId": "x" * 100_000})
+    assert len(str(info.value)) < 120
