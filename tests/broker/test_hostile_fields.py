@@ -20,7 +20,11 @@ from broker.pull_client import open_pull_consumer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
-from protocol.headers import SendMessageRequestHeaderV2
+from protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    PullMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+)
 from tests.conftest import RunningBroker
 
 TOPIC = "HostileT"
@@ -134,6 +138,27 @@ async def test_a_boolean_subscription_expression_is_refused_and_pulls_still_work
     await still_served(broker.port)
     assert answer.code == ResponseCode.SYSTEM_ERROR
     assert answer.remark is not None and "subString" in answer.remark
+
+
+async def test_group_names_no_client_could_send_create_nothing(broker: RunningBroker) -> None:
+    pull = PullMessageRequestHeader("bad group!", TOPIC, 0, 0, 32, 0, 0, 0, 0, "*", "TAG")
+    back = ConsumerSendMsgBackRequestHeader(0, "g" * 300, 0)
+    frames = [
+        RemotingCommand.request(RequestCode.PULL_MESSAGE, pull.to_ext_fields(), opaque=1),
+        RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, back.to_ext_fields(), opaque=2),
+    ]
+    answers = await exchange(broker.port, b"".join(encode_frame(f) for f in frames), 2)
+    by_opaque = {a.opaque: a for a in answers}
+    assert by_opaque[1].code == by_opaque[2].code == ResponseCode.SYSTEM_ERROR
+    assert "consumerGroup: the specified group[bad group!] contains illegal characters" in str(
+        by_opaque[1].remark
+    )
+    assert "group: the specified group is longer than group max length 255" in str(
+        by_opaque[2].remark
+    )
+    groups = broker.server.broker.groups
+    assert groups.find("bad group!") is None and groups.find("g" * 300) is None
+    await still_served(broker.port)
 
 
 async def test_a_huge_language_is_answered_and_the_connection_kept(broker: RunningBroker) -> None:
