@@ -74,11 +74,11 @@ class JsonObject:
     def _wrong(self, key: str, value: object, expected: str) -> HeaderFieldError:
         return self.error(key, f"is {describe(value)}, not {expected}")
 
-    def text(self, key: str, default: Any = _MISSING) -> str:
+    def text(self, key: str, default: str = _MISSING) -> str:
         """A string field; `default` when null or absent (required without one)."""
         value = self._get(key, default)
         if value is None:
-            return default  # type: ignore[no-any-return]
+            return default
         if type(value) is not str:
             raise self._wrong(key, value, "a string")
         return value
@@ -97,14 +97,14 @@ class JsonObject:
         except HeaderFieldError as exc:
             raise HeaderFieldError(exc.field, f"{self.what} body {exc}") from None
 
-    def int32(self, key: str, default: Any = _MISSING) -> int:
+    def int32(self, key: str, default: int = _MISSING) -> int:
         return self._number(key, default, INT32_MIN, INT32_MAX, parse_int)
 
-    def long(self, key: str, default: Any = _MISSING) -> int:
+    def long(self, key: str, default: int = _MISSING) -> int:
         return self._number(key, default, INT64_MIN, INT64_MAX, parse_long)
 
     def _number(
-        self, key: str, default: Any, low: int, high: int, parse: Callable[[str, str], int]
+        self, key: str, default: int, low: int, high: int, parse: Callable[[str, str], int]
     ) -> int:
         value = self._get(key, default)
         return default if value is None else self.number_value(key, value, low, high, parse)

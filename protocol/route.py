@@ -55,9 +55,7 @@ class QueueData:
 
     @classmethod
     def read(cls, d: JsonObject) -> QueueData:
-        sys_flag = d.int32("topicSysFlag", None)
-        if sys_flag is None:
-            sys_flag = d.int32("topicSynFlag", 0)  # spelled Syn before 4.9.0
+        sys_flag = d.int32("topicSysFlag", d.int32("topicSynFlag", 0))  # Syn before 4.9.0
         return cls(
             d.text("brokerName"),
             d.int32("readQueueNums"),
