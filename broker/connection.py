@@ -7,7 +7,8 @@ opaque: each is encoded into the connection's outbox and a single writer task, w
 once per batch, joins the queued frames into one `send_all`. At most
 `max_inflight_per_connection` requests run at once: past it the read loop stops reading, so TCP
 pushes back on the client and memory stays bounded. A `RemotingProtocolError` (garbage on the
-wire) ends the read loop after one `protocol_error` event; requests already running still finish.
+wire) ends the read loop after one `protocol_error` event, once the whole frames received before
+the garbage are dispatched; requests already running still finish and are answered.
 An idle connection (nothing received, nothing running) is closed after `idle_timeout_s` by a
 watchdog that reads the time of the last receive, so no receive pays for a cancel scope. Knows
 nothing of what the requests mean: `Dispatcher` maps codes to processors.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final, cast
 
 import structlog
@@ -201,13 +202,15 @@ class Connection:
             self._last_receive = current_time()
             if not data:
                 return
+            error: RemotingProtocolError | None = None
+            commands: Sequence[RemotingCommand]
             try:
                 # The decoder copes with bytearrays too (it copies bodies out of them).
                 commands = decoder.feed(cast(bytes, data))
             except RemotingProtocolError as exc:
-                log.warning("protocol_error", error=str(exc), requests=self.requests)
-                self.close_reason = "protocol_error"
-                return
+                # The frames before the bad bytes are whole requests: they run and are answered
+                # (the writer flushes before the connection closes); nothing after them is read.
+                error, commands = exc, exc.decoded
             for command in commands:
                 if command.is_response:
                     log.info("unexpected_response", opaque=command.opaque, code=command.code)
@@ -217,6 +220,13 @@ class Connection:
                     await self._slot_spot.park()  # past the in-flight limit: stop reading here
                 self.inflight += 1
                 self.requests += 1
+                header_error = command.header_error
+                if header_error is not None:  # a field of the wrong type: answered, not run
+                    respond(
+                        command,
+                        command.make_response(header_error.response_code, str(header_error)),
+                    )
+                    continue
                 if self.access is not None:
                     refusal = self.access.check(command, ctx.remote)
                     if refusal is not None:
@@ -224,6 +234,10 @@ class Connection:
                         continue
                 if not dispatcher.submit(command, ctx, respond):
                     nursery.start_soon(self._handle, command)
+            if error is not None:
+                log.warning("protocol_error", error=str(error), requests=self.requests)
+                self.close_reason = "protocol_error"
+                return
 
     async def _handle(self, request: RemotingCommand) -> None:
         response = None

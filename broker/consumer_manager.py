@@ -1,8 +1,9 @@
 """`ConsumerManager`: which clients consume in which group, from their heartbeats.
 
 RocketMQ's `ConsumerManager`: every HEART_BEAT registers the client id under each of its
-consumer groups with the group's subscriptions; UNREGISTER_CLIENT removes it; a client silent
-for `CHANNEL_EXPIRED_S` (120 s, as upstream's channel expiry) no longer counts.
+consumer groups and sets the group's subscriptions to the ones it carries; UNREGISTER_CLIENT
+removes it; a client silent for `CHANNEL_EXPIRED_S` (120 s, as upstream's channel expiry) no
+longer counts.
 GET_CONSUMER_LIST_BY_GROUP reads the live ids (rebalancing clients split the queues among them),
 and a pull without its own subscription uses the group's.
 """
@@ -58,8 +59,10 @@ class ConsumerManager:
                     client_id=heartbeat.client_id,
                 )
             info.clients[heartbeat.client_id] = _Client(ctx.remote_text, now)
-            for subscription in consumer.subscription_data_set:
-                info.subscriptions[subscription.topic] = subscription
+            # The group's subscriptions are the latest heartbeat's, as upstream's
+            # updateSubscription leaves them: topics it no longer names are dropped, so a
+            # stream of heartbeats naming new topics cannot grow the table without bound.
+            info.subscriptions = {s.topic: s for s in consumer.subscription_data_set}
             await _ensure_retry_topic(ctx, consumer.group_name)
 
     def unregister(self, client_id: str, group: str | None) -> None:

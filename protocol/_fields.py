@@ -17,6 +17,7 @@ INT32_MAX: Final = (1 << 31) - 1
 INT64_MIN: Final = -(1 << 63)
 INT64_MAX: Final = (1 << 63) - 1
 _SIGNED_DECIMAL: Final = re.compile(r"[+-]?[0-9]+")
+_MAX_SHOWN: Final = 64
 
 
 def parse_int(field: str, text: str) -> int:
@@ -62,7 +63,9 @@ def bool_text(value: bool) -> str:
 
 def _parse_integer(field: str, text: str, low: int, high: int, kind: str) -> int:
     if _SIGNED_DECIMAL.fullmatch(text) is None:
-        raise HeaderFieldError(field, f"the custom field {field} is not a valid {kind}: {text!r}")
+        raise HeaderFieldError(
+            field, f"the custom field {field} is not a valid {kind}: {_shown(text)}"
+        )
     digits = text.lstrip("+-").lstrip("0")
     # Java accepts any number of leading zeros; more than 20 significant digits is out of range
     # (and more than int() converts by default).
@@ -70,5 +73,13 @@ def _parse_integer(field: str, text: str, low: int, high: int, kind: str) -> int
     if text.startswith("-"):
         value = -value
     if not low <= value <= high:
-        raise HeaderFieldError(field, f"the custom field {field} is out of {kind} range: {text!r}")
+        raise HeaderFieldError(
+            field, f"the custom field {field} is out of {kind} range: {_shown(text)}"
+        )
     return value
+
+
+def _shown(text: str) -> str:
+    """`text` quoted and cut short: a remark must not echo a megabyte the peer sent."""
+    shown = repr(text)
+    return shown if len(shown) <= _MAX_SHOWN else shown[: _MAX_SHOWN - 4] + "...'"

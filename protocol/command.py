@@ -7,8 +7,12 @@ language stay plain ints so that values unknown to `codes.py` survive a decode/e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .codes import MQ_VERSION, LanguageCode, SerializeType
+
+if TYPE_CHECKING:
+    from .errors import HeaderFieldError
 
 #: flag bit 0 (`RPC_TYPE`): the command is a response.
 RESPONSE_FLAG = 1
@@ -18,7 +22,13 @@ ONEWAY_FLAG = 2
 
 @dataclass(slots=True)
 class RemotingCommand:
-    """A decoded frame. `body` is None when the frame carries no body bytes."""
+    """A decoded frame. `body` is None when the frame carries no body bytes.
+
+    `header_error` is set by the decoder for a request whose header has a field of the wrong
+    type or range: it names the field. Such a command is only to be answered
+    (`make_response(header_error.response_code, str(header_error))`), never processed: its
+    opaque is the peer's, its code and flag are when they were valid, the rest are defaults.
+    """
 
     code: int
     language: int = LanguageCode.JAVA
@@ -29,6 +39,7 @@ class RemotingCommand:
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None
     serialize_type: SerializeType = SerializeType.JSON
+    header_error: HeaderFieldError | None = field(default=None, compare=False)
 
     @classmethod
     def request(

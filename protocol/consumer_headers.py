@@ -2,9 +2,10 @@
 
 These are off the send hot path, so they share one codec driven by the dataclass fields: the wire
 name is the attribute in camelCase (`wire_name` where upstream spells it otherwise), the kind
-comes from the annotation (`Long` for a Java long, plain `int` for a Java int) and a field
-without a default is required. Re-exported by `headers.py`, which is where callers import them
-from.
+comes from the annotation (`Long` for a Java long, plain `int` for a Java int, `Group` for a
+consumer group name and `ClientId` for a client id, which are held to the `names` rules because
+the broker keys its tables with them) and a field without a default is required. Re-exported
+by `headers.py`, which is where callers import them from.
 """
 
 from __future__ import annotations
@@ -19,22 +20,31 @@ from typing import Annotated, Any, Final, Self
 
 from ._fields import bool_text, parse_bool, parse_int, parse_long
 from .errors import HeaderFieldError
+from .names import check_client_id, check_group_name
 
 STR: Final = "str"
 INT: Final = "int"
 LONG: Final = "long"
 BOOL: Final = "bool"
+GROUP: Final = "group"
+CLIENT_ID: Final = "client_id"
 #: PULL_MESSAGE sysFlag bits (upstream's PullSysFlag)
 FLAG_COMMIT_OFFSET: Final = 0x1
 FLAG_SUSPEND: Final = 0x2
 FLAG_SUBSCRIPTION: Final = 0x4
 #: a Java `long` field; a plain `int` is a Java `int`, range-checked as int32
 Long = Annotated[int, LONG]
+#: a consumer group name (`names.check_group_name`)
+Group = Annotated[str, GROUP]
+#: a client id (`names.check_client_id`)
+ClientId = Annotated[str, CLIENT_ID]
 _PARSERS: Final[dict[str, Callable[[str, str], object]]] = {
     STR: lambda _field, text: text,
     INT: parse_int,
     LONG: parse_long,
     BOOL: lambda _field, text: parse_bool(text),
+    GROUP: check_group_name,
+    CLIENT_ID: check_client_id,
 }
 _KINDS: Final[dict[object, str]] = {str: STR, int: INT, bool: BOOL}
 WireFields = tuple[tuple[str, str, str, bool], ...]  # attribute, wire name, kind, required
@@ -67,8 +77,8 @@ def _derive_wire_fields(cls: type) -> WireFields:
 
 
 def _kind_of(hint: Any) -> str:
-    if isinstance(hint, types.UnionType):  # `X | None`
-        (hint,) = [arg for arg in hint.__args__ if arg is not type(None)]
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:  # X | None
+        (hint,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
     if typing.get_origin(hint) is Annotated:
         return str(hint.__metadata__[0])
     return _KINDS[hint]
@@ -101,7 +111,7 @@ class _ExtFieldsHeader:
 
 @dataclass(frozen=True, slots=True)
 class PullMessageRequestHeader(_ExtFieldsHeader):
-    consumer_group: str
+    consumer_group: Group
     topic: str
     queue_id: int
     queue_offset: Long
@@ -124,14 +134,14 @@ class PullMessageResponseHeader(_ExtFieldsHeader):
 
 @dataclass(frozen=True, slots=True)
 class QueryConsumerOffsetRequestHeader(_ExtFieldsHeader):
-    consumer_group: str
+    consumer_group: Group
     topic: str
     queue_id: int
 
 
 @dataclass(frozen=True, slots=True)
 class UpdateConsumerOffsetRequestHeader(_ExtFieldsHeader):
-    consumer_group: str
+    consumer_group: Group
     topic: str
     queue_id: int
     commit_offset: Long
@@ -139,7 +149,7 @@ class UpdateConsumerOffsetRequestHeader(_ExtFieldsHeader):
 
 @dataclass(frozen=True, slots=True)
 class GetConsumerListByGroupRequestHeader(_ExtFieldsHeader):
-    consumer_group: str
+    consumer_group: Group
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +205,7 @@ class SearchOffsetByTimestampResponseHeader(_OffsetResponseHeader):
 @dataclass(frozen=True, slots=True)
 class ConsumerSendMsgBackRequestHeader(_ExtFieldsHeader):
     offset: Long
-    group: str
+    group: Group
     delay_level: int
     origin_msg_id: str | None = None
     origin_topic: str | None = None
@@ -213,6 +223,6 @@ class GetRouteInfoRequestHeader(_ExtFieldsHeader):
 
 @dataclass(frozen=True, slots=True)
 class UnregisterClientRequestHeader(_ExtFieldsHeader):
-    client_id: str = wire_name("clientID")
+    client_id: ClientId = wire_name("clientID")  # noqa: RUF009 (a dataclasses.field)
     producer_group: str | None = None
-    consumer_group: str | None = None
+    consumer_group: Group | None = None

@@ -53,7 +53,8 @@ class FrameDecoder:
     """Incremental frame decoder for one connection.
 
     After it raised `RemotingProtocolError` the stream is out of sync: every later `feed` raises
-    the same error, and the connection should be closed.
+    the same error, and the connection should be closed once the frames the error carries in
+    `decoded` (those before the bad bytes) are dealt with.
     """
 
     __slots__ = ("_buffer", "_error", "max_frame_length")
@@ -72,7 +73,8 @@ class FrameDecoder:
         """Add received bytes; return every command they complete, in order.
 
         Raises `RemotingProtocolError` for a negative or oversized length, a header length
-        beyond the frame, an unknown serialize type or an undecodable header.
+        beyond the frame, an unknown serialize type or an undecodable header; the commands this
+        call decoded before it are in the error's `decoded`.
         """
         if self._error is not None:
             raise self._error
@@ -86,9 +88,13 @@ class FrameDecoder:
         try:
             consumed = self._parse(buffer, commands)
         except RemotingProtocolError as exc:
-            self._error = exc
+            self._error = exc  # raised again by later feeds, without these commands
             self._buffer = bytearray()
-            raise
+            if not commands:
+                raise
+            carrier = RemotingProtocolError(str(exc))
+            carrier.decoded = tuple(commands)
+            raise carrier from exc
         if buffer is self._buffer:
             del self._buffer[:consumed]
         elif consumed < len(buffer):

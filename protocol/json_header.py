@@ -2,7 +2,9 @@
 
 Decoding accepts what real clients send (remoting-protocol spec, section 3): any key order,
 missing keys, `remark` as "" / null / absent, `language` as a name or an int, extFields values as
-strings, numbers or booleans, trailing whitespace, unknown keys. Encoding writes compact JSON in
+strings, numbers or booleans, trailing whitespace, unknown keys. Every field is checked for type
+and range; a wrong one in a request is reported in the command (`header_error`), so that the
+request is answered rather than the connection closed. Encoding writes compact JSON in
 fastjson's key order with extFields values as strings and `language` as its name.
 This module knows nothing about frames; `frame.py` hands it the header bytes.
 """
@@ -16,15 +18,18 @@ from typing import Any, Final
 import orjson
 
 from .codes import LanguageCode, SerializeType
-from .command import RemotingCommand
-from .errors import RemotingProtocolError
+from .command import RESPONSE_FLAG, RemotingCommand
+from .errors import HeaderFieldError, RemotingProtocolError
 
 _INT32_MIN: Final = -(1 << 31)
 _INT32_MAX: Final = (1 << 31) - 1
 _LANGUAGE_BY_NAME: Final = {member.name: int(member) for member in LanguageCode}
 _LANGUAGE_JSON: Final = {int(member): f'"{member.name}"' for member in LanguageCode}
 _LANGUAGE_NAMES: Final = {int(member): member.name for member in LanguageCode}
-_INT_KEYS: Final = ("code", "version", "opaque", "flag")
+_MAX_LANGUAGE: Final = 255
+#: serializeTypeCurrentRPC is informational (the frame's header word decides): a name or absent
+_SERIALIZE_NAMES: Final = (None, "JSON", "ROCKETMQ")
+_MAX_SHOWN: Final = 64
 _JSON: Final = SerializeType.JSON
 _JSON_DECODER: Final = json.JSONDecoder()
 _decode_json = _JSON_DECODER.decode
@@ -41,13 +46,16 @@ def decode_json_header(header: bytes | bytearray, body: bytes | None) -> Remotin
     """Decode a JSON header into a command carrying `body`.
 
     Raises `RemotingProtocolError` for text that is not UTF-8 JSON, a header that is not an
-    object, non-integer (or out of int32 range) code/version/opaque/flag, or ill-typed
-    language/remark/extFields.
+    object, or an opaque that is not an int32: nothing can be answered then. Any other field of
+    the wrong type or range (code, language, version, flag, remark, extFields and its values,
+    serializeTypeCurrentRPC) is a value: the command comes back with `header_error` set, so
+    that the request is answered and the connection kept. In a response it raises, as nobody
+    is waiting for an answer to it.
     """
     try:
         # orjson takes the bytes as they are (UTF-8 checked), three times faster than the
-        # stdlib scanner. What it refuses (NaN, integers past 64 bits, lone surrogates ...)
-        # goes the lenient stdlib way, which decides whether the header is acceptable.
+        # stdlib scanner. What it refuses (NaN, lone surrogates ...) goes the lenient stdlib
+        # way, which decides whether the header is acceptable.
         obj = _orjson_loads(header)
     except orjson.JSONDecodeError:
         obj = _decode_lenient(header)
@@ -58,6 +66,11 @@ def decode_json_header(header: bytes | bytearray, body: bytes | None) -> Remotin
     version = get("version", 0)
     opaque = get("opaque", 0)
     flag = get("flag", 0)
+    language = get("language")
+    remark = get("remark")
+    ext_fields = get("extFields")
+    if ext_fields is None:
+        ext_fields = {}
     if not (
         type(code) is int
         and type(version) is int
@@ -67,32 +80,57 @@ def decode_json_header(header: bytes | bytearray, body: bytes | None) -> Remotin
         and -2147483648 <= version <= 2147483647
         and -2147483648 <= opaque <= 2147483647
         and -2147483648 <= flag <= 2147483647
+        and (type(remark) is str or remark is None)
+        and type(ext_fields) is dict
+        and get("serializeTypeCurrentRPC", "JSON") == "JSON"
     ):
-        code, version, opaque, flag = (_int_field(obj, key) for key in _INT_KEYS)
-    language = get("language")
+        return _decode_checked(obj, header, body)
     if type(language) is str:
         language = _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER)
-    elif type(language) is not int:
-        language = _language_fallback(language)
-    remark = get("remark")
-    if not remark:
-        remark = None
-    elif type(remark) is not str:
-        raise RemotingProtocolError(f"JSON header remark is a {type(remark).__name__}")
-    ext_fields = get("extFields")
-    if ext_fields is None:
-        ext_fields = {}
-    elif type(ext_fields) is not dict:
-        raise RemotingProtocolError("JSON header extFields is not an object")
+    elif language is None:
+        language = LanguageCode.JAVA
+    elif type(language) is not int or not 0 <= language <= 255:
+        return _decode_checked(obj, header, body)
+    try:
+        "".join(ext_fields.values())  # a C-speed check that every value is a string
+    except TypeError:
+        return _decode_checked(obj, header, body)
+    return RemotingCommand(
+        code, language, version, opaque, flag, remark or None, ext_fields, body, _JSON
+    )
+
+
+def _decode_checked(
+    obj: dict[str, Any], header: bytes | bytearray, body: bytes | None
+) -> RemotingCommand:
+    """The slow path: each field checked in turn, the first wrong one named."""
+    opaque = _opaque(obj)
+    try:
+        flag = _int32(obj, "flag")
+    except HeaderFieldError as exc:
+        flag = 0  # unknown: answered as a request
+        error: HeaderFieldError | None = exc
     else:
-        try:
-            "".join(ext_fields.values())  # a C-speed check that every value is a string
-        except TypeError:
-            # Numbers in extFields (C++ and Node clients) are kept as written, which orjson
-            # does not do for integers past 64 bits: read them with the stdlib decoder.
-            lenient = _decode_lenient(header)["extFields"]
-            ext_fields = _stringify_ext_fields(lenient)
-    return RemotingCommand(code, language, version, opaque, flag, remark, ext_fields, body, _JSON)
+        error = None
+    try:
+        code = _int32(obj, "code")
+    except HeaderFieldError as exc:
+        code, error = 0, error or exc
+    try:
+        language = _language(obj.get("language"))
+        version = _int32(obj, "version")
+        remark = _remark(obj.get("remark"))
+        serialize_type = obj.get("serializeTypeCurrentRPC")
+        if serialize_type not in _SERIALIZE_NAMES:
+            raise _field_error("serializeTypeCurrentRPC", "is not JSON or ROCKETMQ", serialize_type)
+        ext_fields = _ext_fields(obj.get("extFields"), header)
+    except HeaderFieldError as exc:
+        error = error or exc
+    if error is None:
+        return RemotingCommand(code, language, version, opaque, flag, remark, ext_fields, body)
+    if flag & RESPONSE_FLAG:
+        raise RemotingProtocolError(str(error))
+    return RemotingCommand(code, opaque=opaque, flag=flag, body=body, header_error=error)
 
 
 def encode_json_header(command: RemotingCommand) -> bytes:
@@ -169,38 +207,73 @@ def _decode_full(text: str) -> Any:
         raise RemotingProtocolError(f"undecodable JSON header: {exc}") from None
 
 
-def _int_field(obj: dict[str, Any], key: str) -> int:
-    """Slow path: name the integer field that is wrong. Null counts as absent (fastjson)."""
+def _opaque(obj: dict[str, Any]) -> int:
+    """The opaque, without which no answer can be matched: a wrong one ends the connection."""
+    try:
+        return _int32(obj, "opaque")
+    except HeaderFieldError as exc:
+        raise RemotingProtocolError(str(exc)) from None
+
+
+def _int32(obj: dict[str, Any], key: str) -> int:
+    """An int field; null or absent is 0, as fastjson leaves a Java int."""
     value = obj.get(key)
     if value is None:
         return 0
     if type(value) is not int:
-        raise RemotingProtocolError(f"JSON header {key} is a {type(value).__name__}, not an int")
+        raise _field_error(key, "is not an int", value)
     if not _INT32_MIN <= value <= _INT32_MAX:
-        raise RemotingProtocolError(f"JSON header {key} {value} is out of int32 range")
+        raise _field_error(key, "is out of int32 range", value)
     return value
 
 
-def _language_fallback(language: object) -> int:
-    if language is None:
+def _language(value: object) -> int:
+    """A name (unknown ones are OTHER), a code that fits the binary header's byte, or null."""
+    if value is None:
         return LanguageCode.JAVA
-    raise RemotingProtocolError(f"JSON header language is a {type(language).__name__}")
+    if type(value) is str:
+        return _LANGUAGE_BY_NAME.get(value, LanguageCode.OTHER)
+    if type(value) is int and 0 <= value <= _MAX_LANGUAGE:
+        return value
+    raise _field_error("language", "is neither a language name nor a code 0-255", value)
 
 
-def _stringify_ext_fields(ext_fields: dict[str, Any]) -> dict[str, str]:
-    """extFields with numbers and booleans turned into their text (C++ and Node clients)."""
+def _remark(value: object) -> str | None:
+    if value is None or type(value) is str:
+        return value or None
+    raise _field_error("remark", "is not a string", value)
+
+
+def _ext_fields(value: object, header: bytes | bytearray) -> dict[str, str]:
+    """extFields with numbers and booleans turned into their text (C++ and Node clients send
+    them); null values are dropped, as a binary header cannot carry them."""
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        raise _field_error("extFields", "is not an object", value)
+    if all(type(v) is str for v in value.values()):
+        return value
+    # Integers past 64 bits become floats in orjson: read them exactly with the stdlib decoder.
+    exact: dict[str, Any] = _decode_lenient(header)["extFields"]
     result: dict[str, str] = {}
-    for key, value in ext_fields.items():
-        if type(value) is str:
-            result[key] = value
-        elif value is True:
-            result[key] = "true"
-        elif value is False:
-            result[key] = "false"
-        elif type(value) is int or type(value) is float:
-            result[key] = str(value)
-        elif value is not None:  # null values are dropped, as a binary header cannot carry them
-            raise RemotingProtocolError(
-                f"JSON header extFields value for {key!r} is a {type(value).__name__}"
-            )
+    for key, item in exact.items():
+        if type(item) is str:
+            result[key] = item
+        elif item is True or item is False:
+            result[key] = "true" if item else "false"
+        elif type(item) is int or type(item) is float:
+            result[key] = str(item)  # a number field with a fraction fails its own parse
+        elif item is not None:
+            where = f"extFields[{_shown(key)}]"
+            raise _field_error(key, "is not a string, number or boolean", item, where)
     return result
+
+
+def _field_error(field: str, problem: str, value: object, where: str = "") -> HeaderFieldError:
+    """`JSON header <field> <value> <problem>`, the value cut short."""
+    return HeaderFieldError(field, f"JSON header {where or field} {_shown(value)} {problem}")
+
+
+def _shown(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= _MAX_SHOWN else shown[: _MAX_SHOWN - 3] + "..."

@@ -4,7 +4,9 @@
 `HeartbeatData` (HEART_BEAT) and `ConsumerListBody` (GET_CONSUMER_LIST_BY_GROUP), with the
 field names of RocketMQ's fastjson output. We always write standard JSON (brokerAddrs keys
 quoted), which 4.9.4+ clients ask for and older fastjson-based clients also read. A body from a
-peer that does not parse raises `HeaderFieldError` (field "body", SYSTEM_ERROR).
+peer is read field by field (`_json_body`): every field has its Java type and range, group
+names and client ids their rules (`names`), or `HeaderFieldError` (SYSTEM_ERROR) names the
+field by its path, so that nothing ill-typed reaches the tables the broker keeps from them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .errors import HeaderFieldError
+from ._fields import INT64_MAX, INT64_MIN, parse_long
+from ._json_body import JsonObject, load_object
+from .names import SUBSCRIPTION_TOPIC_MAX_LENGTH, check_client_id, check_group_name, check_label
 
 # fastjson reads an enum sent as a number by its ordinal; the C++ client sends numbers.
 _CONSUME_TYPES: Final = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
@@ -30,16 +34,6 @@ _CONSUME_FROM_WHERE: Final = (
 
 def _dumps(obj: object) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
-
-
-def _loads(body: bytes, what: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(body.decode())
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise HeaderFieldError("body", f"{what} body is not valid JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise HeaderFieldError("body", f"{what} body is not a JSON object")
-    return obj
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +54,15 @@ class QueueData:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> QueueData:
-        sys_flag = d.get("topicSysFlag", d.get("topicSynFlag", 0))  # spelled Syn before 4.9.0
-        return cls(d["brokerName"], d["readQueueNums"], d["writeQueueNums"], d["perm"], sys_flag)
+    def read(cls, d: JsonObject) -> QueueData:
+        sys_flag = d.int32("topicSysFlag", d.int32("topicSynFlag", 0))  # Syn before 4.9.0
+        return cls(
+            d.text("brokerName"),
+            d.int32("readQueueNums"),
+            d.int32("writeQueueNums"),
+            d.int32("perm"),
+            sys_flag,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +80,16 @@ class BrokerData:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BrokerData:
-        addrs = {int(k): v for k, v in d.get("brokerAddrs", {}).items()}
-        return cls(d["cluster"], d["brokerName"], addrs)
+        return cls.read(JsonObject(d, "broker data"))
+
+    @classmethod
+    def read(cls, d: JsonObject) -> BrokerData:
+        table = d.child("brokerAddrs")
+        addrs = {
+            table.number_value(k, k, INT64_MIN, INT64_MAX, parse_long): table.text_value(k, v)
+            for k, v in table.entries()
+        }
+        return cls(d.text("cluster"), d.text("brokerName"), addrs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,16 +111,15 @@ class TopicRouteData:
 
     @classmethod
     def from_json(cls, body: bytes) -> TopicRouteData:
-        d = _loads(body, "topic route")
-        try:
-            return cls(
-                tuple(QueueData.from_dict(q) for q in d.get("queueDatas") or ()),
-                tuple(BrokerData.from_dict(b) for b in d.get("brokerDatas") or ()),
-                d.get("orderTopicConf"),
-                d.get("filterServerTable") or {},
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise HeaderFieldError("body", f"topic route body is malformed: {exc!r}") from None
+        d = load_object(body, "topic route")
+        table = d.child("filterServerTable")
+        servers = {k: table.items(k, table.text_value) for k, _ in table.entries()}
+        return cls(
+            tuple(QueueData.read(q) for q in d.objects("queueDatas")),
+            tuple(BrokerData.read(b) for b in d.objects("brokerDatas")),
+            d.optional_text("orderTopicConf"),
+            servers,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +137,16 @@ class ClusterInfo:
 
     @classmethod
     def from_json(cls, body: bytes) -> ClusterInfo:
-        d = _loads(body, "cluster info")
-        try:
-            brokers = {k: BrokerData.from_dict(v) for k, v in d["brokerAddrTable"].items()}
-            return cls(brokers, {k: list(v) for k, v in d["clusterAddrTable"].items()})
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise HeaderFieldError("body", f"cluster info body is malformed: {exc!r}") from None
+        d = load_object(body, "cluster info")
+        broker_table = d.child("brokerAddrTable", required=True)
+        brokers = {
+            k: BrokerData.read(broker_table.object_value(k, v)) for k, v in broker_table.entries()
+        }
+        cluster_table = d.child("clusterAddrTable", required=True)
+        clusters = {
+            k: cluster_table.items(k, cluster_table.text_value) for k, _ in cluster_table.entries()
+        }
+        return cls(brokers, clusters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,15 +171,15 @@ class SubscriptionData:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SubscriptionData:
+    def read(cls, d: JsonObject) -> SubscriptionData:
         return cls(
-            d["topic"],
-            d.get("subString", "*"),
-            bool(d.get("classFilterMode", False)),
-            tuple(d.get("tagsSet") or ()),
-            tuple(int(c) for c in d.get("codeSet") or ()),
-            int(d.get("subVersion", 0)),  # the C++ client sends it as a string
-            d.get("expressionType") or "TAG",
+            d.name("topic", _check_subscription_topic),
+            d.text("subString", "*"),
+            d.boolean("classFilterMode"),
+            tuple(d.items("tagsSet", d.text_value)),
+            tuple(d.items("codeSet", d.int32_value)),
+            d.long("subVersion", 0),  # the C++ client sends it as a string
+            d.text("expressionType", "TAG") or "TAG",
         )
 
 
@@ -197,14 +208,14 @@ class ConsumerData:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ConsumerData:
+    def read(cls, d: JsonObject) -> ConsumerData:
         return cls(
-            d["groupName"],
-            _enum_name(d.get("consumeType", 1), _CONSUME_TYPES),
-            _enum_name(d.get("messageModel", 1), _MESSAGE_MODELS),
-            _enum_name(d.get("consumeFromWhere", 0), _CONSUME_FROM_WHERE),
-            tuple(SubscriptionData.from_dict(s) for s in d.get("subscriptionDataSet") or ()),
-            bool(d.get("unitMode", False)),
+            d.name("groupName", check_group_name),
+            d.enum_name("consumeType", _CONSUME_TYPES, 1),
+            d.enum_name("messageModel", _MESSAGE_MODELS, 1),
+            d.enum_name("consumeFromWhere", _CONSUME_FROM_WHERE, 0),
+            tuple(SubscriptionData.read(s) for s in d.objects("subscriptionDataSet")),
+            d.boolean("unitMode"),
         )
 
 
@@ -226,15 +237,12 @@ class HeartbeatData:
     @classmethod
     def from_json(cls, body: bytes) -> HeartbeatData:
         """Parse a heartbeat; a missing consumerDataSet and a trailing newline are fine (C++)."""
-        d = _loads(body, "heartbeat")
-        try:
-            return cls(
-                d["clientID"],
-                tuple(ProducerData(p["groupName"]) for p in d.get("producerDataSet") or ()),
-                tuple(ConsumerData.from_dict(c) for c in d.get("consumerDataSet") or ()),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            raise HeaderFieldError("body", f"heartbeat body is malformed: {exc!r}") from None
+        d = load_object(body, "heartbeat")
+        return cls(
+            d.name("clientID", check_client_id),
+            tuple(ProducerData(p.text("groupName")) for p in d.objects("producerDataSet")),
+            tuple(ConsumerData.read(c) for c in d.objects("consumerDataSet")),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,16 +254,10 @@ class ConsumerListBody:
 
     @classmethod
     def from_json(cls, body: bytes) -> ConsumerListBody:
-        d = _loads(body, "consumer list")
-        ids = d.get("consumerIdList") or []
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise HeaderFieldError("body", "consumer list body has a bad consumerIdList")
+        d = load_object(body, "consumer list")
+        ids = d.items("consumerIdList", d.text_value)
         return cls(tuple(ids))
 
 
-def _enum_name(value: object, names: tuple[str, ...]) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int) and 0 <= value < len(names):
-        return names[value]
-    raise ValueError(f"enum value {value!r} is out of range")
+def _check_subscription_topic(field: str, topic: str) -> str:
+    return check_label(field, topic, "topic", SUBSCRIPTION_TOPIC_MAX_LENGTH)

@@ -8,7 +8,6 @@ topic, queue id range, and the retry/DLQ redirection of `%RETRY%` topics. A fail
 from __future__ import annotations
 
 import datetime
-import re
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -23,13 +22,11 @@ from broker.topic_config import (
     RETRY_GROUP_TOPIC_PREFIX,
     TopicConfig,
 )
+from protocol import names
 from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
 from protocol.headers import SendMessageRequestHeader
 
-TOPIC_MAX_LENGTH: Final = 127
-VALID_TOPIC_PATTERN: Final = "^[%|a-zA-Z0-9_-]+$"
-_VALID_TOPIC: Final = re.compile(r"[%|a-zA-Z0-9_-]+")
 #: TopicSysFlag bits set on topics auto-created by unit-mode producers
 _FLAG_UNIT: Final = 0x1
 _FLAG_UNIT_SUB: Final = 0x2
@@ -42,20 +39,7 @@ def _reject(field: str, code: int, remark: str) -> HeaderFieldError:
 
 def check_topic_name(topic: str) -> None:
     """TopicValidator.validateTopic: blank, characters, length (all SYSTEM_ERROR upstream)."""
-    if not topic.strip():
-        raise _reject("topic", ResponseCode.SYSTEM_ERROR, "The specified topic is blank.")
-    if _VALID_TOPIC.fullmatch(topic) is None:
-        raise _reject(
-            "topic",
-            ResponseCode.SYSTEM_ERROR,
-            f"The specified topic contains illegal characters, allowing only {VALID_TOPIC_PATTERN}",
-        )
-    if len(topic) > TOPIC_MAX_LENGTH:
-        raise _reject(
-            "topic",
-            ResponseCode.SYSTEM_ERROR,
-            "The specified topic is longer than topic max length.",
-        )
+    names.check_topic_name("topic", topic)
 
 
 def check_broker_accepts(topic: str, broker: BrokerContext, now_ms: int) -> None:

@@ -8,6 +8,7 @@ the in-flight limit, protocol errors and the idle timeout.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -180,6 +181,21 @@ async def test_processor_failures_become_answers_and_the_connection_lives(peer: 
     assert (await peer.receive()).code == ResponseCode.SUCCESS
 
 
+async def test_a_request_with_a_wrong_header_field_is_answered_not_run(
+    peer: Peer, echo: Echo
+) -> None:
+    header = b'{"code":1005,"opaque":11,"language":1e30,"extFields":{}}'
+    with capture_logs() as logs:
+        await peer.stream.send_all(struct.pack(">ii", 4 + len(header), len(header)) + header)
+        bad = await peer.receive()
+    assert (bad.opaque, bad.code) == (11, ResponseCode.SYSTEM_ERROR)
+    assert bad.remark == "JSON header language 1e+30 is neither a language name nor a code 0-255"
+    assert echo.seen == []
+    assert [e["event"] for e in logs] == ["request_refused"]
+    await peer.send(request(ECHO, 12))  # the connection is kept
+    assert (await peer.receive()).opaque == 12
+
+
 async def test_reading_stops_at_the_inflight_limit(peer: Peer, blocking: Blocking) -> None:
     for opaque in range(10):
         await peer.send(request(BLOCK, opaque))
@@ -202,6 +218,21 @@ async def test_garbage_closes_only_after_running_requests_answered(peer: Peer) -
     errors = [e for e in logs if e["event"] == "protocol_error"]
     assert len(errors) == 1
     assert "exceeds the maximum" in errors[0]["error"]
+
+
+async def test_requests_before_garbage_in_the_same_write_are_answered(
+    peer: Peer, echo: Echo
+) -> None:
+    frames = b"".join(encode_frame(request(ECHO, n)) for n in (1, 2, 3))
+    with capture_logs() as logs:
+        await peer.stream.send_all(frames + b"\xff\xff\xff\xff")
+        answers = [await peer.receive() for _ in range(3)]
+        with trio.fail_after(5):
+            assert await peer.closed()
+    assert sorted(a.opaque for a in answers) == [1, 2, 3]
+    assert all(a.code == ResponseCode.SUCCESS for a in answers)
+    assert sorted(echo.seen) == [1, 2, 3]
+    assert [e["requests"] for e in logs if e["event"] == "protocol_error"] == [3]
 
 
 async def test_idle_connections_close_after_the_timeout(

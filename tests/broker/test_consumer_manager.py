@@ -21,12 +21,20 @@ class Clock:
         return self.now
 
 
-def heartbeat(client_id: str, group: str = "g") -> HeartbeatData:
+def heartbeat(client_id: str, group: str = "g", *topics: str) -> HeartbeatData:
+    subscriptions = tuple(SubscriptionData(t, "a || b") for t in topics or ("T",))
     consumer = ConsumerData(
-        group, "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
-        (SubscriptionData("T", "a || b"),),
-    )  # fmt: skip
+        group, "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET", subscriptions
+    )
     return HeartbeatData(client_id, (), (consumer,))
+
+
+def context(tmp_path: pathlib.Path) -> RequestContext:
+    config = make_config(tmp_path / "store")
+    groups = SubscriptionGroupManager(None)
+    topics = TopicConfigManager(None, cluster_name="c", broker_name="b")
+    broker = BrokerContext(config, None, topics, groups, ("127.0.0.1", 1))  # type: ignore[arg-type]
+    return RequestContext(broker, 1, ("127.0.0.1", 5000))
 
 
 async def test_silent_clients_expire_and_subscriptions_are_kept(tmp_path: pathlib.Path) -> None:
@@ -49,3 +57,16 @@ async def test_silent_clients_expire_and_subscriptions_are_kept(tmp_path: pathli
     assert topics.find("%RETRY%g") is not None
     manager.unregister("new", None)
     assert manager.client_ids("g") == []
+
+
+async def test_a_group_has_the_subscriptions_of_its_latest_heartbeat(
+    tmp_path: pathlib.Path,
+) -> None:
+    ctx = context(tmp_path)
+    manager = ConsumerManager(Clock())
+    for n in range(100):  # a client naming a new topic in every heartbeat
+        await manager.on_heartbeat(heartbeat("c", "g", f"T{n}", "Kept"), ctx)
+    assert manager.subscription("g", "T98") is None
+    assert manager.subscription("g", "T99") is not None
+    assert manager.subscription("g", "Kept") is not None
+    assert len(manager._groups["g"].subscriptions) == 2

@@ -46,7 +46,11 @@ HOSTILE: dict[str, tuple[bytes, int | None]] = {
     "negative_length": (struct.pack(">i", -5) + b"\0" * 8, None),
     "header_beyond_frame": (struct.pack(">ii", 8, 1000) + b"{}\0\0", None),
     "json_not_an_object": (json_frame(b"[1, 2, 3]"), None),
-    "ext_fields_nested": (json_frame(b'{"code":310,"opaque":1,"extFields":{"a":{"x":1}}}'), None),
+    "ext_fields_nested": (
+        json_frame(b'{"code":310,"opaque":1,"extFields":{"a":{"x":1}}}'),
+        ResponseCode.SYSTEM_ERROR,
+    ),
+    "opaque_a_float": (json_frame(b'{"code":310,"opaque":1.5}'), None),
     "topic_illegal_chars": (send_v2(b="bad topic!"), ResponseCode.SYSTEM_ERROR),
     "properties_10mb": (send_v2(i="k\x01" + "v" * 10_000_000), ResponseCode.MESSAGE_ILLEGAL),
     "queue_id_not_a_number": (send_v2(e="zero"), ResponseCode.SYSTEM_ERROR),

@@ -24,7 +24,7 @@ def commands(draw: st.DrawFn, serialize_type: SerializeType | None = None) -> Re
         code, version, language = draw(int16), draw(int16), draw(st.integers(0, 255))
     else:
         code, version = draw(int32), draw(int32)
-        language = draw(st.sampled_from(LanguageCode) | st.integers(0, 1000))
+        language = draw(st.sampled_from(LanguageCode) | st.integers(0, 255))
     return RemotingCommand(
         code=code,
         language=int(language),

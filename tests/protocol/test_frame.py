@@ -168,6 +168,32 @@ def test_decoder_stays_failed_after_an_error() -> None:
         decoder.feed(frame(b"{}"))
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [b"\xff\xff\xff\xff", struct.pack(">ii", 12, 9) + b"{}" * 4, frame(b"[1]")],
+    ids=["negative_length", "header_beyond_frame", "json_not_an_object"],
+)
+def test_frames_before_a_bad_one_are_carried_by_the_error(bad: bytes) -> None:
+    good = [RemotingCommand.request(RequestCode.SEND_MESSAGE, {"a": "b"}, opaque=n) for n in (1, 2)]
+    decoder = FrameDecoder()
+    with pytest.raises(RemotingProtocolError) as info:
+        decoder.feed(b"".join(encode_frame(c) for c in good) + bad)
+    assert list(info.value.decoded) == good
+    with pytest.raises(RemotingProtocolError) as again:
+        decoder.feed(encode_frame(good[0]))
+    assert again.value.decoded == ()  # handed out once only
+    assert str(again.value) == str(info.value)
+
+
+def test_frames_of_earlier_feeds_are_not_carried_again() -> None:
+    decoder = FrameDecoder()
+    first = RemotingCommand.request(RequestCode.HEART_BEAT, opaque=1)
+    assert decoder.feed(encode_frame(first)) == [first]
+    with pytest.raises(RemotingProtocolError) as info:
+        decoder.feed(b"\xff\xff\xff\xff")
+    assert info.value.decoded == ()
+
+
 def test_buffering_is_bounded_by_one_frame() -> None:
     decoder = FrameDecoder(max_frame_length=4096)
     partial = frame(b"{}", b"y" * 4000)[:-1]

@@ -92,6 +92,8 @@ OTHER_HEADERS: list[type[Any]] = [
 ]
 _KIND_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
     "str": texts,
+    "group": st.from_regex(r"[%|a-zA-Z0-9_-]{1,255}", fullmatch=True),
+    "client_id": st.from_regex(r"[^\x00-\x1f\x7f\s][^\x00-\x1f\x7f]{0,254}", fullmatch=True),
     "int": int32,
     "long": int64,
     "bool": st.booleans(),
@@ -141,7 +143,7 @@ def test_other_headers_round_trip(cls: type[Any]) -> None:
 
 @pytest.mark.parametrize("cls", OTHER_HEADERS, ids=lambda c: c.__name__)
 def test_other_headers_name_each_missing_required_field(cls: type[Any]) -> None:
-    values = {"str": "x", "int": "1", "long": "2", "bool": "true"}
+    values = {"str": "x", "int": "1", "long": "2", "bool": "true", "group": "g", "client_id": "c@1"}
     full = {wire: values[kind] for _a, wire, kind, _r in wire_fields(cls)}
     cls.from_ext_fields(full)
     for _attribute, wire, _kind, required in wire_fields(cls):
@@ -295,7 +297,7 @@ def test_unregister_client_id_wire_name() -> None:
 
 def test_wire_fields_follow_upstream_names_and_java_types() -> None:
     assert wire_fields(PullMessageRequestHeader) == (
-        ("consumer_group", "consumerGroup", "str", True),
+        ("consumer_group", "consumerGroup", "group", True),
         ("topic", "topic", "str", True),
         ("queue_id", "queueId", "int", True),
         ("queue_offset", "queueOffset", "long", True),
@@ -307,10 +309,14 @@ def test_wire_fields_follow_upstream_names_and_java_types() -> None:
         ("subscription", "subscription", "str", False),
         ("expression_type", "expressionType", "str", False),
     )
-    assert wire_fields(UnregisterClientRequestHeader)[0] == ("client_id", "clientID", "str", True)
+    assert wire_fields(UnregisterClientRequestHeader) == (
+        ("client_id", "clientID", "client_id", True),
+        ("producer_group", "producerGroup", "str", False),
+        ("consumer_group", "consumerGroup", "group", False),
+    )
     assert [kind for _a, _w, kind, _r in wire_fields(ConsumerSendMsgBackRequestHeader)] == [
         "long",
-        "str",
+        "group",
         "int",
         "str",
         "str",
@@ -324,3 +330,13 @@ def test_an_int_field_refuses_what_only_a_long_holds() -> None:
     assert UpdateConsumerOffsetRequestHeader.from_ext_fields(ext).commit_offset == 1 << 40
     with pytest.raises(HeaderFieldError, match="queueId"):
         UpdateConsumerOffsetRequestHeader.from_ext_fields({**ext, "queueId": str(1 << 40)})
+
+
+def test_a_refused_number_is_cut_short_in_the_remark() -> None:
+    ext = {"consumerGroup": "g", "topic": "t", "queueId": "9" * 100_000, "commitOffset": "1"}
+    with pytest.raises(HeaderFieldError, match="queueId is out of int range") as info:
+        UpdateConsumerOffsetRequestHeader.from_ext_fields(ext)
+    assert len(str(info.value)) < 120
+    with pytest.raises(HeaderFieldError, match="queueId is not a valid int: 'xxx") as info:
+        UpdateConsumerOffsetRequestHeader.from_ext_fields({**ext, "queueId": "x" * 100_000})
+    assert len(str(info.value)) < 120

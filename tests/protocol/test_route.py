@@ -49,11 +49,18 @@ def test_broker_addrs_keys_are_quoted_and_sorted() -> None:
     assert BrokerData.from_dict(data.to_dict()) == data
 
 
-@pytest.mark.parametrize("body", [b"", b"[]", b"{", b'{"queueDatas":[{"perm":6}]}', b"\xff"])
-def test_bad_route_body(body: bytes) -> None:
+@pytest.mark.parametrize("body", [b"", b"[]", b"{", b"\xff"])
+def test_route_body_that_is_not_a_json_object(body: bytes) -> None:
     with pytest.raises(HeaderFieldError) as info:
         TopicRouteData.from_json(body)
     assert info.value.field == "body"
+
+
+def test_a_missing_route_field_is_named_by_its_path() -> None:
+    with pytest.raises(HeaderFieldError) as info:
+        TopicRouteData.from_json(b'{"queueDatas":[{"perm":6}]}')
+    assert info.value.field == "queueDatas[0].brokerName"
+    assert str(info.value) == "topic route body queueDatas[0].brokerName is missing"
 
 
 def test_cluster_info_round_trip() -> None:

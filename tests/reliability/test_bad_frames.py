@@ -1,9 +1,10 @@
 """Hostile frames against the real daemon, one connection each: a frame-level fault (impossible
-length, header beyond the frame, a header that is not a JSON object, extFields of the wrong types,
-an unknown serialize type) closes that connection; a request-level one (illegal topic, a 10 MB
-properties string, numbers that are not numbers) is answered with a code and a remark and the
-connection stays usable. Either way the broker logs exactly one event for that connection, naming
-what was wrong, and a producer on another connection is served throughout.
+length, header beyond the frame, a header that is not a JSON object, an opaque that is not an
+int32, an unknown serialize type) closes that connection; a request-level one (illegal topic, a
+10 MB properties string, numbers that are not numbers, a header field or extFields value of the
+wrong JSON type) is answered with a code and a remark and the connection stays usable. Either way
+the broker logs exactly one event for that connection, naming what was wrong, and a producer on
+another connection is served throughout.
 """
 
 from __future__ import annotations
@@ -63,11 +64,7 @@ CLOSED: dict[str, bytes] = {
     "json_number": raw_json(310),
     "json_null": raw_json(None),
     "json_not_utf8": struct.pack(">ii", 6, 2) + b"\xff\xfe",
-    "code_a_string": raw_json({"code": "310", "opaque": 1}),
     "opaque_beyond_int32": raw_json({"code": 310, "opaque": 1 << 40}),
-    "ext_fields_a_list": raw_json({"code": 310, "opaque": 1, "extFields": ["a", "b"]}),
-    "ext_value_an_object": ext({"x": 1}),
-    "ext_value_a_list": ext([0]),
     "frame_over_16mib": send_v2(body=b"v" * (17 << 20)),
     "binary_header_bad_map_length": struct.pack(">ii", 4 + 25, 1 << 24 | 25)
     + struct.pack(">hBhiii", 310, 0, 0, 1, 0, 0)
@@ -90,6 +87,18 @@ ANSWERED: dict[str, tuple[bytes, int]] = {
         ResponseCode.SYSTEM_ERROR,
     ),
     "unknown_request_code": (raw_json({"code": 9999, "opaque": 7}), 3),
+    # a header field of the wrong type, with a readable opaque: that request is refused
+    "code_a_string": (raw_json({"code": "310", "opaque": 1}), ResponseCode.SYSTEM_ERROR),
+    "ext_fields_a_list": (
+        raw_json({"code": 310, "opaque": 1, "extFields": ["a", "b"]}),
+        ResponseCode.SYSTEM_ERROR,
+    ),
+    "ext_value_an_object": (ext({"x": 1}), ResponseCode.SYSTEM_ERROR),
+    "ext_value_a_list": (ext([0]), ResponseCode.SYSTEM_ERROR),
+    "language_huge": (
+        raw_json({"code": 310, "opaque": 1, "language": 10**30}),
+        ResponseCode.SYSTEM_ERROR,
+    ),
 }
 
 
