@@ -121,6 +121,9 @@ class BrokerConfig:
     write_timeout_s: float = 30.0
     shutdown_timeout_s: float = 10.0
     max_frame_length: int = 16 * 1024 * 1024
+    #: bytes of partial frames all connections may hold together; past it the connection holding
+    #: the most is closed
+    max_buffered_bytes: int = 64 * 1024 * 1024
     log_level: str = "info"
     # Security (docs/security.md): RocketMQ's plain ACL and TLS modes.
     acl_enable: bool = False
@@ -148,10 +151,17 @@ class BrokerConfig:
             "idle_timeout_s",
             "write_timeout_s",
             "max_frame_length",
+            "max_buffered_bytes",
         )
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ConfigError(name, f"must be > 0, got {getattr(self, name)!r}")
+        if self.max_buffered_bytes < self.max_frame_length:
+            raise ConfigError(
+                "max_buffered_bytes",
+                f"must be at least max_frame_length ({self.max_frame_length}): a frame that "
+                "size could never be read",
+            )
         if not self.shutdown_timeout_s >= 0:
             raise ConfigError("shutdown_timeout_s", "must be >= 0")
         if self.broker_permission not in range(8):

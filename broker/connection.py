@@ -137,6 +137,9 @@ class Connection:
         self._slot_spot = ParkingSpot()
         self._read_scope = trio.CancelScope()
         self._last_receive = 0.0
+        # Bytes of the frame being received, and since when (None: no partial frame).
+        self._buffered = 0
+        self._partial_since: float | None = None
         # Encoded responses waiting for the writer, and the writer when it is parked.
         self._outbox: list[bytes] = []
         self._writer_spot = ParkingSpot()
@@ -173,12 +176,22 @@ class Connection:
                 self._wake_writer()
 
     async def _idle_watchdog(self, scope: trio.CancelScope) -> None:
-        """Stop reading once nothing was received for `idle_timeout_s` and nothing runs."""
+        """Stop reading once nothing was received for `idle_timeout_s` and nothing runs, or
+        once a frame has been arriving for `idle_timeout_s` without being whole (a trickle)."""
         idle_s = self.config.idle_timeout_s
         with scope:
             self._last_receive = trio.current_time()
             while True:
-                await trio.sleep_until(self._last_receive + idle_s)
+                partial = self._partial_since
+                deadline = self._last_receive + idle_s
+                await trio.sleep_until(
+                    deadline if partial is None else min(deadline, partial + idle_s)
+                )
+                partial = self._partial_since
+                if partial is not None and trio.current_time() - partial >= idle_s:
+                    log.info("frame_timeout", buffered=self._buffered, idle_timeout_s=idle_s)
+                    self.stop_reading("frame_timeout")
+                    return
                 if trio.current_time() - self._last_receive >= idle_s:
                     if self.inflight == 0:
                         self.stop_reading("idle_timeout")
@@ -186,6 +199,12 @@ class Connection:
                     self._last_receive = trio.current_time()  # busy: look again a period on
 
     async def _read_loop(self, nursery: trio.Nursery) -> None:
+        try:
+            await self._read_frames(nursery)
+        finally:
+            self.ctx.broker.read_budget.release(self.conn_id)
+
+    async def _read_frames(self, nursery: trio.Nursery) -> None:
         decoder = FrameDecoder(max_frame_length=self.config.max_frame_length)
         stream = self.stream
         dispatcher = self.dispatcher
@@ -193,6 +212,7 @@ class Connection:
         respond = self._respond
         max_inflight = self._max_inflight
         current_time = trio.current_time
+        budget = self.ctx.broker.read_budget
         while True:
             try:
                 data = await stream.receive_some(RECEIVE_SIZE)
@@ -211,6 +231,15 @@ class Connection:
                 # The frames before the bad bytes are whole requests: they run and are answered
                 # (the writer flushes before the connection closes); nothing after them is read.
                 error, commands = exc, exc.decoded
+            buffered = decoder.buffered
+            if buffered != self._buffered:
+                # A partial frame is held: counted in the budget, and timed against a trickle.
+                if not buffered:
+                    self._partial_since = None
+                elif not self._buffered:
+                    self._partial_since = self._last_receive
+                self._buffered = buffered
+                budget.update(self.conn_id, buffered, self.stop_reading)
             for command in commands:
                 if command.is_response:
                     log.info("unexpected_response", opaque=command.opaque, code=command.code)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from broker.consumer_manager import ConsumerManager
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.long_polling import PullWaiters
+from broker.read_budget import ReadBudget
 from store.consume_service import ConsumeService
 from store.message import MessageExtBrokerInner, PutMessageResult
 
@@ -64,6 +65,8 @@ class BrokerContext:
     offsets: ConsumerOffsetManager = field(default_factory=lambda: ConsumerOffsetManager(None))
     consumers: ConsumerManager = field(default_factory=ConsumerManager)
     pull_waiters: PullWaiters = field(default_factory=PullWaiters)
+    #: partial frames held by every connection together (`max_buffered_bytes`)
+    read_budget: ReadBudget = field(default_factory=lambda: ReadBudget(64 * 1024 * 1024))
 
     @property
     def addr(self) -> str:

@@ -45,6 +45,7 @@ from broker.processors.namesrv import (
 from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
 from broker.processors.send_back import ConsumerSendMsgBackProcessor
+from broker.read_budget import ReadBudget
 from broker.resources import raise_open_files_limit
 from broker.schedule import ScheduleMessageService
 from broker.subscription_group import SubscriptionGroupManager
@@ -344,6 +345,7 @@ async def serve(
             auto_create=config.auto_create_subscription_group,
         )
         broker = BrokerContext(config, store, topics, groups, store_host, metrics)
+        broker.read_budget = ReadBudget(config.max_buffered_bytes)
         _consume_side(broker, store, root)
         server = BrokerServer(broker)
         server.addresses = addresses
