@@ -3,7 +3,10 @@
 RocketMQ's `ConsumerManager`: every HEART_BEAT registers the client id under each of its
 consumer groups and sets the group's subscriptions to the ones it carries; UNREGISTER_CLIENT
 removes it; a client silent for `CHANNEL_EXPIRED_S` (120 s, as upstream's channel expiry) no
-longer counts.
+longer counts, and its connection closing removes it at once (upstream's doChannelCloseEvent).
+A group left without clients is dropped with its subscriptions (housekeeping every
+`HOUSEKEEPING_S`), so the table holds what live connections registered, not what every peer
+ever sent.
 GET_CONSUMER_LIST_BY_GROUP reads the live ids (rebalancing clients split the queues among them),
 and a pull without its own subscription uses the group's.
 """
@@ -26,12 +29,15 @@ if TYPE_CHECKING:
 log = structlog.get_logger()
 
 CHANNEL_EXPIRED_S: Final = 120.0
+#: how often expired clients and empty groups are dropped (upstream's ClientHousekeepingService)
+HOUSEKEEPING_S: Final = 10.0
 
 
 @dataclass(slots=True)
 class _Client:
     remote: str
     last_seen: float
+    conn_id: int = 0
 
 
 @dataclass(slots=True)
@@ -44,6 +50,8 @@ class ConsumerManager:
     def __init__(self, clock: Callable[[], float] = trio.current_time) -> None:
         self._clock = clock
         self._groups: dict[str, ConsumerGroupInfo] = {}
+        #: the groups each connection registered clients in
+        self._by_conn: dict[int, set[str]] = {}
 
     async def on_heartbeat(self, heartbeat: HeartbeatData, ctx: RequestContext) -> None:
         """A heartbeat listener (`BrokerContext.heartbeat_listeners`)."""
@@ -58,7 +66,8 @@ class ConsumerManager:
                     group=consumer.group_name,
                     client_id=heartbeat.client_id,
                 )
-            info.clients[heartbeat.client_id] = _Client(ctx.remote_text, now)
+            info.clients[heartbeat.client_id] = _Client(ctx.remote_text, now, ctx.conn_id)
+            self._by_conn.setdefault(ctx.conn_id, set()).add(consumer.group_name)
             # The group's subscriptions are the latest heartbeat's, as upstream's
             # updateSubscription leaves them: topics it no longer names are dropped, so a
             # stream of heartbeats naming new topics cannot grow the table without bound.
@@ -71,6 +80,41 @@ class ConsumerManager:
             info = self._groups.get(name)
             if info is not None and info.clients.pop(client_id, None) is not None:
                 log.info("consumer_unregistered", group=name, client_id=client_id)
+
+    def connection_closed(self, conn_id: int) -> None:
+        """Forget the clients that connection `conn_id` registered."""
+        for name in self._by_conn.pop(conn_id, ()):
+            info = self._groups.get(name)
+            if info is None:
+                continue
+            for client_id in [c for c, client in info.clients.items() if client.conn_id == conn_id]:
+                del info.clients[client_id]
+                log.info("consumer_closed", group=name, client_id=client_id)
+            if not info.clients:
+                del self._groups[name]
+
+    def expire(self) -> None:
+        """Drop clients silent for `CHANNEL_EXPIRED_S`, and groups left without clients."""
+        cutoff = self._clock() - CHANNEL_EXPIRED_S
+        for name in list(self._groups):
+            info = self._groups[name]
+            for client_id in [c for c, client in info.clients.items() if client.last_seen < cutoff]:
+                del info.clients[client_id]
+                log.info("consumer_expired", group=name, client_id=client_id)
+            if not info.clients:
+                del self._groups[name]
+
+    @property
+    def group_count(self) -> int:
+        return len(self._groups)
+
+    async def run_housekeeping(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        task_status.started()
+        while True:
+            await trio.sleep(HOUSEKEEPING_S)
+            self.expire()
 
     def client_ids(self, group: str) -> list[str]:
         """The live clients of `group`, expired ones dropped."""

@@ -1,4 +1,5 @@
-"""Process limits the broker sets for itself at startup.
+"""Process limits the broker sets for itself at startup, and how a listener that cannot bind
+is named.
 
 Owns raising the open-files soft limit to the hard limit: a broker started from a shell or a
 service manager often inherits a soft limit of 1,024 while the hard limit is far higher, and
@@ -11,6 +12,8 @@ from __future__ import annotations
 import resource
 
 import structlog
+
+from broker.config import HostPort
 
 log = structlog.get_logger()
 
@@ -28,3 +31,10 @@ def raise_open_files_limit() -> tuple[int, int]:
         soft = hard
     log.info("open_files_limit", soft=soft, hard=hard)
     return soft, hard
+
+
+def bind_error(key: str, address: HostPort, exc: OSError) -> OSError:
+    """`exc` with the listener's key and address in front, for the operator's one line."""
+    error = OSError(f"{key} {address}: {exc.strerror or exc}")
+    error.errno = exc.errno
+    return error

@@ -10,11 +10,9 @@ flush, checkpoint, abort file removed). Signals are the CLI's business.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import ssl
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import structlog
@@ -25,7 +23,7 @@ from broker.config import BrokerConfig, ConfigError, HostPort
 from broker.connection import Connection, Dispatcher, peer_address
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.context import BrokerContext
-from broker.metrics import BrokerMetrics, MetricsServer, serve_metrics
+from broker.metrics import BrokerMetrics
 from broker.processors import RequestProcessor
 from broker.processors.admin import DeleteExpiredCommitLogProcessor
 from broker.processors.consumer import (
@@ -46,14 +44,13 @@ from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
 from broker.processors.send_back import ConsumerSendMsgBackProcessor
 from broker.read_budget import ReadBudget
-from broker.resources import raise_open_files_limit
+from broker.resources import bind_error, raise_open_files_limit
 from broker.schedule import ScheduleMessageService
+from broker.store_metrics import serving_metrics, timed_flusher
 from broker.subscription_group import SubscriptionGroupManager
 from broker.tls import shared_acceptor
 from broker.topic_config import TopicConfigManager
 from protocol.codes import RequestCode
-from store.flush import Flusher, thread_flusher
-from store.mapped_file import MappedFile
 from store.message_store import DefaultMessageStore
 
 log = structlog.get_logger()
@@ -155,6 +152,7 @@ class BrokerServer:
                 log.exception("connection_failed")
             finally:
                 self.connections.discard(connection)
+                self.broker.consumers.connection_closed(connection.conn_id)
                 if self._draining and not self.connections:
                     self._all_closed.set()
                 await trio.aclose_forcefully(stream)
@@ -203,89 +201,11 @@ async def _open_listeners(key: str, address: HostPort) -> list[trio.SocketListen
     try:
         return await trio.open_tcp_listeners(address.port, host=host)
     except OSError as exc:
-        raise _bind_error(key, address, exc) from None
-
-
-def _bind_error(key: str, address: HostPort, exc: OSError) -> OSError:
-    """`exc` with the listener's key and address in front, for the operator's one line."""
-    error = OSError(f"{key} {address}: {exc.strerror or exc}")
-    error.errno = exc.errno
-    return error
+        raise bind_error(key, address, exc) from None
 
 
 def _bound(listeners: list[trio.SocketListener]) -> list[tuple[str, int]]:
     return [tuple(listener.socket.getsockname()[:2]) for listener in listeners]
-
-
-class _StoreStats:
-    """The store's gauges as `broker.metrics.StoreStatsProvider` wants them."""
-
-    def __init__(self, store: DefaultMessageStore) -> None:
-        self._store = store
-
-    @property
-    def max_offset(self) -> int:
-        return self._store.max_offset
-
-    @property
-    def flushed_where(self) -> int:
-        return self._store.flushed_where
-
-    @property
-    def segment_count(self) -> int:
-        return self._store.segment_count
-
-    @property
-    def writer_queue_depth(self) -> int:
-        return self._store.writer_queue_depth
-
-    @property
-    def running_flags(self) -> int:
-        return self._store.running_flags.flag_bits
-
-    @property
-    def min_offset(self) -> int:
-        return self._store.min_offset
-
-    @property
-    def disk_ratio(self) -> float:
-        return self._store.disk_ratio
-
-    @property
-    def segments_deleted(self) -> dict[str, int]:
-        return self._store.segments_deleted
-
-
-def _timed_flusher(metrics: BrokerMetrics) -> Flusher:
-    """The store's default flusher, its successful flushes timed into the flush histogram."""
-
-    async def flush(mapped_file: MappedFile) -> None:
-        started = time.perf_counter()
-        await thread_flusher(mapped_file)
-        metrics.record_flush(time.perf_counter() - started)
-
-    return flush
-
-
-@contextlib.asynccontextmanager
-async def _metrics(
-    config: BrokerConfig, store: DefaultMessageStore, metrics: BrokerMetrics
-) -> AsyncIterator[BrokerMetrics]:
-    server: MetricsServer | None = None
-    if config.metrics_listen is not None:
-        metrics.attach_store(_StoreStats(store))
-        listen = config.metrics_listen
-        try:
-            server = await trio.to_thread.run_sync(serve_metrics, listen.host, listen.port, metrics)
-        except OSError as exc:
-            raise _bind_error("metrics_listen", listen, exc) from None
-        log.info("metrics_listening", host=listen.host, port=server.port)
-    try:
-        yield metrics
-    finally:
-        if server is not None:
-            await trio.to_thread.run_sync(server.close)
-        metrics.detach_store()
 
 
 def check_security_files(config: BrokerConfig) -> None:
@@ -329,8 +249,8 @@ async def serve(
     log.info("startup", store_dir=str(root), flush_disk_type=config.store.flush_disk_type.name)
     metrics = BrokerMetrics()
     async with (
-        DefaultMessageStore.open(config.store, flusher=_timed_flusher(metrics)) as store,
-        _metrics(config, store, metrics),
+        DefaultMessageStore.open(config.store, flusher=timed_flusher(metrics)) as store,
+        serving_metrics(config, store, metrics),
     ):
         topics = TopicConfigManager(
             root / "config" / "topics.json",
@@ -355,6 +275,7 @@ async def serve(
             await background.start(
                 broker.offsets.run, config.flush_consumer_offset_interval_ms / 1000
             )
+            await background.start(broker.consumers.run_housekeeping)
             schedule = ScheduleMessageService(broker, root / "config")
             schedule.load()
             await background.start(schedule.run)

@@ -70,3 +70,23 @@ async def test_a_group_has_the_subscriptions_of_its_latest_heartbeat(
     assert manager.subscription("g", "T99") is not None
     assert manager.subscription("g", "Kept") is not None
     assert len(manager._groups["g"].subscriptions) == 2
+
+
+async def test_a_closed_connection_takes_its_clients_and_empty_groups_go(
+    tmp_path: pathlib.Path,
+) -> None:
+    ctx = context(tmp_path)
+    other = RequestContext(ctx.broker, 2, ("127.0.0.1", 5001))
+    clock = Clock()
+    manager = ConsumerManager(clock)
+    for index in range(50):  # one peer naming many groups
+        await manager.on_heartbeat(heartbeat("peer@1", f"group{index}"), ctx)
+    await manager.on_heartbeat(heartbeat("keep@2", "group0"), other)
+    assert manager.group_count == 50
+    manager.connection_closed(1)
+    assert manager.group_count == 1
+    assert manager.client_ids("group0") == ["keep@2"]
+    assert manager.subscription("group1", "T") is None  # gone with its last client
+    clock.now += CHANNEL_EXPIRED_S + 1
+    manager.expire()
+    assert manager.group_count == 0 and manager.client_ids("group0") == []
