@@ -2,9 +2,10 @@
 
 Each case sends what a wire fuzzer found poisoning shared state (a group name that is a number,
 a client id that is a float, a subscription expression that is a boolean, a header language
-that is a huge integer, a good send followed by a bad length prefix in the same write), then
-checks that the requests a well-behaved client makes next still succeed: a heartbeat of another
-group, a pull, GET_CONSUMER_LIST_BY_GROUP and a send.
+that is a huge integer, a good send followed by a bad length prefix in the same write, a pull
+or send back naming a group no client could name), then checks that the requests a well-behaved
+client makes next still succeed: a heartbeat of another group, a pull,
+GET_CONSUMER_LIST_BY_GROUP and a send.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ async def exchange(
     port: int, payload: bytes, count: int = 1, *, then_closed: bool = False
 ) -> list[RemotingCommand]:
     """Write `payload` in one `send_all` and read `count` answers; with `then_closed`, also
-    wait for the broker to close the connection (else for nothing more)."""
+    check that the broker closes the connection after them."""
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     decoder = FrameDecoder()
     answers: list[RemotingCommand] = []
