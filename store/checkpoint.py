@@ -85,10 +85,12 @@ class StoreCheckpoint:
 
 @dataclass(frozen=True, slots=True)
 class TopicQueueTableSnapshot:
-    """The topic-queue table as it stood when the log ended at `offset` (all records below it)."""
+    """The topic-queue table as it stood when the log ended at `offset` (all records below it),
+    and where the last record before `offset` starts (-1: not known)."""
 
     offset: int
     table: dict[str, int]
+    last_record: int = -1
 
     @classmethod
     def load(cls, root: str) -> TopicQueueTableSnapshot | None:
@@ -97,13 +99,15 @@ class TopicQueueTableSnapshot:
             return None
         try:
             table = {str(k): int(v) for k, v in value["table"].items()}
-            return cls(int(value["offset"]), table)
+            return cls(int(value["offset"]), table, int(value.get("last_record", -1)))
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
     def write(self, root: str) -> None:
         os.makedirs(os.path.join(root, "config"), exist_ok=True)
-        data = msgpack.packb({"offset": self.offset, "table": self.table})
+        data = msgpack.packb(
+            {"offset": self.offset, "table": self.table, "last_record": self.last_record}
+        )
         atomic_write(os.path.join(root, TOPIC_QUEUE_TABLE_FILE), data)
 
 

@@ -85,6 +85,8 @@ class CommitLog:
         self.allocator = allocator
         self.topic_queue_table: dict[str, int] = {}
         self.append_callback = DefaultAppendMessageCallback(self.topic_queue_table)
+        #: where the last record appended starts (-1: none yet); a clean stop records it
+        self.last_record_offset = -1
 
     def reset_topic_queue_table(self, table: dict[str, int]) -> None:
         self.topic_queue_table.clear()
@@ -107,6 +109,7 @@ class CommitLog:
             result = self.append_callback.do_append(mapped_file, batch, now_ms)
         if isinstance(result, AppendMessageStatus):
             return PutMessageStatus.UNKNOWN_ERROR
+        self.last_record_offset = result.wrote_offset + batch.records[-1][0]
         return result
 
     async def _roll(self) -> MappedFile | None:

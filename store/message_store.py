@@ -185,6 +185,7 @@ class DefaultMessageStore:
                 if mapped_file.file_from_offset >= result.scanned_from:
                     mapped_file.sync()
         self.commit_log.reset_topic_queue_table(result.topic_queue_table)
+        self.commit_log.last_record_offset = result.last_record
         self.flush_offset_file = FlushOffsetFile(self.config.store_path_root_dir)
         self._on_flushed()
         self.flush_offset_file.sync()

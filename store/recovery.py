@@ -52,6 +52,8 @@ class RecoveryResult:
     #: a clean stop's log was not scanned: the records from here to `process_offset` are
     #: checked in the background (`verify_tail`)
     verify_from: int | None = None
+    #: where the last record below `process_offset` starts (-1: none)
+    last_record: int = -1
 
 
 @dataclass(slots=True)
@@ -59,6 +61,7 @@ class _Scan:
     process_offset: int
     bad_index: int | None = None
     reason: str = ""
+    last_record: int = -1  # where the last valid record starts
 
 
 def _scan(
@@ -78,13 +81,14 @@ def _scan(
     """
     total_files = len(files) - start
     countdown = STOP_CHECK_RECORDS
+    last = -1
     for index in range(start, len(files)):
         mapped_file = files[index]
         mm, base, position = mapped_file.mm, mapped_file.file_from_offset, 0
         if stop is not None and stop.is_set():
             raise RecoveryStoppedError(base)
         if end is not None and base >= end:
-            return _Scan(end)
+            return _Scan(end, last_record=last)
         if total_files > NORMAL_RECOVERY_FILES and (index - start) % PROGRESS_EVERY_FILES == 0:
             log.info(
                 "recovery_progress",
@@ -94,7 +98,7 @@ def _scan(
             )
         while True:
             if end is not None and base + position >= end:
-                return _Scan(end)
+                return _Scan(end, last_record=last)
             check = check_message_and_return_size(mm, position, base + position, check_crc)
             if check.ok and check.size > 0:
                 countdown -= 1
@@ -108,13 +112,14 @@ def _scan(
                     key = check.topic_queue_key
                     if table.get(key, 0) <= check.queue_offset:
                         table[key] = check.queue_offset + 1
+                last = base + position
                 position += check.size
                 continue
             if check.ok:  # BLANK: the segment is complete
                 break
-            return _Scan(base + position, index, check.reason)
-    last = files[-1]
-    return _Scan(last.file_from_offset + last.file_size)
+            return _Scan(base + position, index, check.reason, last)
+    final = files[-1]
+    return _Scan(final.file_from_offset + final.file_size, last_record=last)
 
 
 def _start_index(
@@ -223,13 +228,19 @@ def recover(
         return RecoveryResult(0, {}, abnormal, 0)
     checkpoint = StoreCheckpoint.load(root)
     snapshot = TopicQueueTableSnapshot.load(root)
-    if not abnormal and _clean_stop(files, checkpoint, snapshot, read_flush_offset(root)):
+    fast = not abnormal and not config.recover_truncate_corrupt  # the operator asked to check
+    if fast and _clean_stop(files, checkpoint, snapshot, read_flush_offset(root)):
         assert snapshot is not None
         log.info("commit_log_recovered", abnormal=False, offset=snapshot.offset, stopped="clean")
         queue.truncate_dirty_files(snapshot.offset)
         verify_from = files[max(0, len(files) - NORMAL_RECOVERY_FILES)].file_from_offset
         return RecoveryResult(
-            snapshot.offset, dict(snapshot.table), False, snapshot.offset, verify_from=verify_from
+            snapshot.offset,
+            dict(snapshot.table),
+            False,
+            snapshot.offset,
+            verify_from=verify_from,
+            last_record=snapshot.last_record,
         )
     start = _start_index(files, abnormal, checkpoint)
     table: dict[str, int] = {}
@@ -259,7 +270,12 @@ def recover(
     )
     sides = _truncate(queue, scan.process_offset)
     return RecoveryResult(
-        scan.process_offset, table, abnormal, files[start].file_from_offset if files else 0, sides
+        scan.process_offset,
+        table,
+        abnormal,
+        files[start].file_from_offset if files else 0,
+        sides,
+        last_record=scan.last_record,
     )
 
 
@@ -274,8 +290,9 @@ def _clean_stop(
     topic-queue table snapshot at the flushed offset, syncs `flushoffset` and only then removes
     the abort file. What a scan would find is already known, whatever the store's size.
 
-    Anything that does not fit (a metadata file missing or disagreeing, bytes after the end)
-    sends recovery down the scanning path."""
+    The last record is checked (the snapshot says where it starts), so damage to the tail after
+    the stop is cut by the scan as before; anything else that does not fit (a metadata file
+    missing or disagreeing, bytes after the end) sends recovery down the scanning path too."""
     if checkpoint is None or snapshot is None or flush_offset is None:
         return False
     end = snapshot.offset
@@ -285,12 +302,33 @@ def _clean_stop(
     first, last = files[0].file_from_offset, files[-1].file_from_offset + size
     if not first <= end <= last:
         return False
-    if end == last:
-        return True  # the last segment is full
-    mapped_file = files[(end - first) // size]
-    position = end - mapped_file.file_from_offset
-    # Nothing was written after the end: the next bytes are zeros, as a new segment has them.
-    return not any(mapped_file.mm[position : min(size, position + _TAIL_PROBE)])
+    if end < last:
+        mapped_file = files[(end - first) // size]
+        position = end - mapped_file.file_from_offset
+        # Nothing was written after the end: the next bytes are zeros, as in a new segment.
+        if any(mapped_file.mm[position : min(size, position + _TAIL_PROBE)]):
+            return False
+    return _last_record_ends_at(files, snapshot.last_record, end)
+
+
+def _last_record_ends_at(files: list[MappedFile], record: int, end: int) -> bool:
+    """The record the snapshot names as the last one is whole and ends the log at `end`, or
+    is followed by its segment's BLANK when `end` is the segment's end (damage to the tail
+    after the stop is then cut by the scan, as a torn tail would be)."""
+    size = files[0].file_size
+    first = files[0].file_from_offset
+    if not first <= record < end:
+        return False
+    mapped_file = files[(record - first) // size]
+    position = record - mapped_file.file_from_offset
+    check = check_message_and_return_size(mapped_file.mm, position, record, True)
+    if not (check.ok and check.size > 0):
+        return False
+    after = record + check.size
+    if after == end:
+        return True
+    blank = check_message_and_return_size(mapped_file.mm, position + check.size, after, True)
+    return blank.ok and blank.size == 0 and end == mapped_file.file_from_offset + size
 
 
 def verify_tail(

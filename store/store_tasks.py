@@ -130,7 +130,11 @@ async def checkpoint_loop(store: DefaultMessageStore) -> None:
             log.info("checkpoint_write_recovered")
             failing = False
         if pending is None:
-            pending = TopicQueueTableSnapshot(queue.max_wrote_offset, dict(store.topic_queue_table))
+            pending = TopicQueueTableSnapshot(
+                queue.max_wrote_offset,
+                dict(store.topic_queue_table),
+                store.commit_log.last_record_offset,
+            )
 
 
 def shutdown_files(store: DefaultMessageStore) -> None:
@@ -147,7 +151,9 @@ def shutdown_files(store: DefaultMessageStore) -> None:
             try:
                 StoreCheckpoint(queue.store_timestamp, queue.flushed_where).write(root)
                 snapshot = TopicQueueTableSnapshot(
-                    queue.flushed_where, dict(store.topic_queue_table)
+                    queue.flushed_where,
+                    dict(store.topic_queue_table),
+                    store.commit_log.last_record_offset,
                 )
                 snapshot.write(root)
             except OSError as exc:
