@@ -33,6 +33,11 @@ _KEYS_RE: Final = "(?:^|\x02)KEYS\x01(?P<v>[^\x02]*)"
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
 
 
+class DataLossError(RuntimeError):
+    """Records asked for were deleted (retention): below the first segment, or a segment gone
+    between planning a read and reading it."""
+
+
 class CorruptRecordError(RecordFormatError):
     """A record below the durable offset is not a valid record (or fails CRC when asked to fail)."""
 
@@ -53,6 +58,8 @@ class DecodeOptions:
     verify_crc: bool = True
     fail_on_crc_error: bool = False
     topics: frozenset[str] | None = None
+    #: a segment deleted before its split is read: DataLossError, or no rows for the split
+    fail_on_data_loss: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,14 +21,21 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from pipeline import columnar, options, splits
+from pipeline.columnar import DataLossError
 from pipeline.schema import spark_schema
 from store.reader import CommitLogReader
 
 log = structlog.get_logger()
 
-
-class DataLossError(RuntimeError):
-    """The requested offset lies below the first segment: those records were deleted."""
+__all__ = [
+    "CommitLogBatchReader",
+    "CommitLogDataSource",
+    "DataLossError",  # raised by the reads; defined beside the executors' other errors
+    "checked_start",
+    "decode_options",
+    "read_partition",
+    "snap_to_record",
+]
 
 
 class CommitLogDataSource(DataSource):
@@ -64,6 +71,7 @@ def decode_options(opts: options.SourceOptions) -> columnar.DecodeOptions:
         verify_crc=opts.verify_crc,
         fail_on_crc_error=opts.fail_on_crc_error,
         topics=opts.topics,
+        fail_on_data_loss=opts.fail_on_data_loss,
     )
 
 
@@ -89,7 +97,10 @@ def snap_to_record(store_dir: str, offset: int, bounds: splits.StoreBounds) -> i
     for base, path in bounds.segments:
         if base < offset < base + bounds.segment_size:
             # Hop record sizes from the segment's base (a body may hold a record image).
-            (first,) = splits.first_record_starts(path, base, [offset], bounds.durable_offset)
+            starts = splits.first_record_starts(path, base, [offset], bounds.durable_offset)
+            if starts is None:  # deleted since the bounds were read: the next segment's base
+                return min(base + bounds.segment_size, bounds.durable_offset)
+            (first,) = starts
             if first is None:  # nothing starts after it in this segment: the next one's base
                 return min(base + bounds.segment_size, bounds.durable_offset)
             if first != splits.RESYNC:
@@ -119,7 +130,14 @@ class CommitLogBatchReader(DataSourceReader):
         self.opts = opts
         bounds = splits.store_bounds(opts.store_dir)
         self.start, self.end = self._range(bounds)
-        self.planned = splits.plan(bounds, opts.store_dir, self.start, self.end, opts.split_bytes)
+        self.planned = splits.plan(
+            bounds,
+            opts.store_dir,
+            self.start,
+            self.end,
+            opts.split_bytes,
+            fail_on_data_loss=opts.fail_on_data_loss,
+        )
         log.info(
             "commitlog_batch_planned",
             store=opts.store_dir,

@@ -14,8 +14,7 @@ which is always a record boundary, so no split ever reaches a half-written recor
 
 from __future__ import annotations
 
-import contextlib
-import mmap
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,8 +24,12 @@ from pyspark.sql.datasource import InputPartition
 
 from pipeline import columnar
 from store import format as record_format
-from store.format import RecordFormatError
+from store.format import Buffer, RecordFormatError
 from store.reader import CommitLogReader
+from store.segment_view import open_segment
+
+#: executors log through the standard library: reading needs no more than that
+_log = logging.getLogger(__name__)
 
 #: a cut that the header walk could not reach (a damaged header before it): resync when read
 RESYNC = -1
@@ -70,16 +73,30 @@ def store_bounds(store_dir: str) -> StoreBounds:
 
 
 def plan(
-    bounds: StoreBounds, store_dir: str, start: int, end: int, split_bytes: int
+    bounds: StoreBounds,
+    store_dir: str,
+    start: int,
+    end: int,
+    split_bytes: int,
+    *,
+    fail_on_data_loss: bool = True,
 ) -> list[Split]:
-    """Cut `[start, end)` into splits of at most `split_bytes`; `start` must be a record start."""
+    """Cut `[start, end)` into splits of at most `split_bytes`; `start` must be a record start.
+
+    A segment that retention deleted since `bounds` were taken raises DataLossError, or is left
+    out when `fail_on_data_loss` is false."""
     splits: list[Split] = []
     for base, path in bounds.segments:
         lo, hi = max(start, base), min(end, base + bounds.segment_size)
         cuts = list(range(lo, hi, split_bytes))
         known = {lo} if lo in (base, start) else set()
         inexact = [cut for cut in cuts if cut not in known]
-        firsts = dict(zip(inexact, first_record_starts(path, base, inexact, hi), strict=True))
+        found = first_record_starts(path, base, inexact, hi)
+        if found is None:
+            if cuts:
+                data_loss(path, lo, fail_on_data_loss)
+            continue
+        firsts = dict(zip(inexact, found, strict=True))
         for cut in cuts:
             split_hi = min(hi, cut + split_bytes)
             first = firsts.get(cut, cut)
@@ -90,26 +107,33 @@ def plan(
     return splits
 
 
-def first_record_starts(path: str, base: int, cuts: list[int], end: int) -> list[int | None]:
+def first_record_starts(path: str, base: int, cuts: list[int], end: int) -> list[int | None] | None:
     """For each of `cuts` (ascending physical offsets in the segment at `base`), the first record
-    start at or after it and below `end`, found by hopping record sizes from the segment's base.
+    start at or after it and below `end`, found by hopping record sizes from the segment's base;
+    None for the whole when the segment is gone (retention).
 
     None where no record starts in `[cut, end)`; RESYNC for cuts past a header that is not a
     record (a damaged log: the split that holds the damage reports it when read).
     """
-    if not cuts:
-        return []
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
-            return [None] * len(cuts)
-        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    try:
-        return _hop_to_cuts(data, base, cuts, end)
-    finally:
-        data.close()
+    view = open_segment(path)
+    if view is None:
+        return None if not os.path.exists(path) else [None] * len(cuts)
+    with view:
+        return _hop_to_cuts(view.mm, base, cuts, end) if cuts else []
 
 
-def _hop_to_cuts(data: mmap.mmap, base: int, cuts: list[int], end: int) -> list[int | None]:
+def data_loss(path: str, offset: int, fail: bool) -> None:
+    """A segment retention deleted before it was read: DataLossError, or one warning."""
+    message = (
+        f"{os.path.basename(path)} (physical offset {offset}) was deleted by retention before it "
+        "was read; set failOnDataLoss=false to go on without what was deleted"
+    )
+    if fail:
+        raise columnar.DataLossError(message)
+    _log.warning("commitlog_data_loss %s", message)
+
+
+def _hop_to_cuts(data: Buffer, base: int, cuts: list[int], end: int) -> list[int | None]:
     unpack = record_format.SIZE_MAGIC.unpack_from
     magic_code, min_size, size_limit = (
         record_format.MESSAGE_MAGIC_CODE,
@@ -141,19 +165,15 @@ def read_split(split: Split, options: columnar.DecodeOptions) -> Iterator[pa.Rec
     first = split.lo if split.exact else _resync(split)
     if first is None or first >= split.hi:
         return
-    with open(split.path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size == 0:
-            return
-        data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    try:
-        segment = columnar.Segment(data, split.base, split.path)
+    # Mapped under the shared lock the store's cleanup waits for; gone means deleted.
+    view = open_segment(split.path)
+    if view is None:
+        if not os.path.exists(split.path):
+            data_loss(split.path, split.lo, options.fail_on_data_loss)
+        return
+    with view:  # closing leaves a mapping a numpy view still uses to the garbage collector
+        segment = columnar.Segment(view.mm, split.base, split.path)
         yield from columnar.read_range(segment, first - split.base, split.hi - split.base, options)
-    finally:
-        # An error raised while a numpy view of the mapping is alive would make closing raise
-        # BufferError over the real error, so leave such a mapping to the garbage collector.
-        with contextlib.suppress(BufferError):
-            data.close()
 
 
 def _resync(split: Split) -> int | None:

@@ -27,6 +27,7 @@ from pyspark.sql.streaming.datasource import (
 from pipeline import columnar, options, splits
 from pipeline.source import checked_start, read_partition, snap_to_record
 from store.columns import walk
+from store.segment_view import open_segment
 
 log = structlog.get_logger()
 
@@ -79,7 +80,14 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         bounds = splits.store_bounds(self.opts.store_dir)
         begin = checked_start(int(start["offset"]), bounds, self.opts.fail_on_data_loss)
         stop = int(end["offset"])
-        return splits.plan(bounds, self.opts.store_dir, begin, stop, self.opts.split_bytes)
+        return splits.plan(
+            bounds,
+            self.opts.store_dir,
+            begin,
+            stop,
+            self.opts.split_bytes,
+            fail_on_data_loss=self.opts.fail_on_data_loss,
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, self.opts)
@@ -102,10 +110,10 @@ def admit(bounds: splits.StoreBounds, start: int, end: int, max_bytes: int) -> i
         while pos < end:
             base = pos - pos % bounds.segment_size
             if base not in mapped:
-                handle = stack.enter_context(open(paths[base], "rb"))
-                mapped[base] = stack.enter_context(
-                    mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-                )
+                view = open_segment(paths[base])
+                if view is None:  # deleted meanwhile: the batch ends here, planning reports it
+                    return pos if admitted else end
+                mapped[base] = stack.enter_context(view).mm
             # Only records starting before `pos + room` may still fit (or be the first one).
             room = max(max_bytes - admitted, 1)
             run = walk(mapped[base], pos - base, min(end, pos + room) - base, base=base)
