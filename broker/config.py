@@ -115,15 +115,12 @@ class BrokerConfig:
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     max_inflight_per_connection: int = 256
-    #: connections open at once; more are closed as soon as they are accepted
-    max_connections: int = 10_000
+    max_connections: int = 10_000  # more are closed as soon as they are accepted
     idle_timeout_s: float = 120.0
     write_timeout_s: float = 30.0
     shutdown_timeout_s: float = 10.0
     max_frame_length: int = 16 * 1024 * 1024
-    #: bytes of partial frames all connections may hold together; past it the connection holding
-    #: the most is closed
-    max_buffered_bytes: int = 64 * 1024 * 1024
+    max_buffered_bytes: int = 64 * 1024 * 1024  # partial frames of all connections together
     log_level: str = "info"
     # Security (docs/security.md): RocketMQ's plain ACL and TLS modes.
     acl_enable: bool = False
@@ -157,11 +154,8 @@ class BrokerConfig:
             if not getattr(self, name) > 0:
                 raise ConfigError(name, f"must be > 0, got {getattr(self, name)!r}")
         if self.max_buffered_bytes < self.max_frame_length:
-            raise ConfigError(
-                "max_buffered_bytes",
-                f"must be at least max_frame_length ({self.max_frame_length}): a frame that "
-                "size could never be read",
-            )
+            limit = f"max_frame_length ({self.max_frame_length})"
+            raise ConfigError("max_buffered_bytes", f"must be at least {limit}")
         if not self.shutdown_timeout_s >= 0:
             raise ConfigError("shutdown_timeout_s", "must be >= 0")
         if self.broker_permission not in range(8):

@@ -33,7 +33,7 @@ from broker.tls import TlsHandshakeError, start_tls
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError, RemotingProtocolError
-from protocol.frame import FrameDecoder, encode_frame
+from protocol.frame import FrameDecoder, FramesBeforeError, encode_frame
 from store.parking import ParkingSpot
 
 RECEIVE_SIZE: Final = 256 * 1024
@@ -230,7 +230,7 @@ class Connection:
             except RemotingProtocolError as exc:
                 # The frames before the bad bytes are whole requests: they run and are answered
                 # (the writer flushes before the connection closes); nothing after them is read.
-                error, commands = exc, exc.decoded
+                error, commands = exc, exc.decoded if isinstance(exc, FramesBeforeError) else ()
             buffered = decoder.buffered
             if buffered != self._buffered:
                 # A partial frame is held: counted in the budget, and timed against a trickle.

@@ -8,23 +8,12 @@ frame was fine but a header field or the body is not; the broker answers with
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .codes import ResponseCode
-
-if TYPE_CHECKING:
-    from .command import RemotingCommand
 
 
 class RemotingProtocolError(Exception):
     """The peer sent bytes that are not a valid remoting frame; the message says what was wrong.
-
-    `decoded` holds the whole frames that the same `FrameDecoder.feed` decoded before the bad
-    bytes, in order: they are valid requests and deserve processing and answers before the
-    connection is closed.
-    """
-
-    decoded: tuple[RemotingCommand, ...] = ()
+    (`protocol.frame.FramesBeforeError` also carries the whole frames decoded before them.)"""
 
 
 class HeaderFieldError(RemotingProtocolError):

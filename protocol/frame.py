@@ -49,6 +49,15 @@ def encode_frame(command: RemotingCommand) -> bytes:
     return b"".join((prefix, header, body))
 
 
+class FramesBeforeError(RemotingProtocolError):
+    """Bad bytes after whole frames: `decoded` holds those frames, in order. They are valid
+    requests and deserve processing and answers before the connection is closed."""
+
+    def __init__(self, message: str, decoded: tuple[RemotingCommand, ...]) -> None:
+        super().__init__(message)
+        self.decoded = decoded
+
+
 class FrameDecoder:
     """Incremental frame decoder for one connection.
 
@@ -92,9 +101,7 @@ class FrameDecoder:
             self._buffer = bytearray()
             if not commands:
                 raise
-            carrier = RemotingProtocolError(str(exc))
-            carrier.decoded = tuple(commands)
-            raise carrier from exc
+            raise FramesBeforeError(str(exc), tuple(commands)) from exc
         if buffer is self._buffer:
             del self._buffer[:consumed]
         elif consumed < len(buffer):
