@@ -60,7 +60,11 @@ class ConsumerSendMsgBackProcessor:
             )
         if group.retry_queue_nums <= 0:
             return request.make_response(ResponseCode.SUCCESS)  # the group keeps no retries
-        original = broker.consume.look_message_by_offset(header.offset) if broker.consume else None
+        original = None
+        if broker.consume is not None:
+            original = await broker.consume.look_message_by_offset(
+                header.offset, broker.config.store.max_message_size
+            )
         if original is None or original.body is None:
             raise _reject(
                 ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
