@@ -32,6 +32,8 @@ SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+#: queues of a `%DLQ%<group>` topic (MixAll's DLQ_NUMS_PER_GROUP)
+DLQ_NUMS_PER_GROUP: Final = 1
 BENCHMARK_TOPIC: Final = "BenchmarkTest"
 REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
 #: system topics producers may not send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET, 4.9)

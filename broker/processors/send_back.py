@@ -15,10 +15,10 @@ import random
 from typing import Final
 
 from broker.processors import RequestContext
-from broker.processors.send_checks import DLQ_NUMS_PER_GROUP
 from broker.schedule import DELAY_LEVELS_S, STORED, stored_again
 from broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
+    DLQ_NUMS_PER_GROUP,
     PERM_READ,
     PERM_WRITE,
     RETRY_GROUP_TOPIC_PREFIX,

@@ -16,6 +16,7 @@ from broker.processors import RequestContext
 from broker.processors.namesrv import FAQ_SUFFIX
 from broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
+    DLQ_NUMS_PER_GROUP,
     NOT_ALLOWED_SEND_TOPICS,
     PERM_READ,
     PERM_WRITE,
@@ -30,7 +31,6 @@ from protocol.headers import SendMessageRequestHeader
 #: TopicSysFlag bits set on topics auto-created by unit-mode producers
 _FLAG_UNIT: Final = 0x1
 _FLAG_UNIT_SUB: Final = 0x2
-DLQ_NUMS_PER_GROUP: Final = 1
 
 
 def _reject(field: str, code: int, remark: str) -> HeaderFieldError:
