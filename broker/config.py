@@ -97,6 +97,9 @@ class BrokerConfig:
     metrics_listen: HostPort | None = None
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
+    #: auto-creation stops once the topic (group) table holds this many; existing ones serve on
+    auto_create_topic_max_num: int = 10_000
+    auto_create_subscription_group_max_num: int = 10_000
     reject_transaction_message: bool = False
     #: PERM_READ (4) | PERM_WRITE (2): without WRITE the routes say read-only and sends to
     #: order topics are refused (RocketMQ's brokerPermission, for draining a broker)
@@ -140,6 +143,8 @@ class BrokerConfig:
                 raise ConfigError(f.name, f"port {value.port} is out of range")
         positive = (
             "default_topic_queue_nums",
+            "auto_create_topic_max_num",
+            "auto_create_subscription_group_max_num",
             "flush_consumer_offset_interval_ms",
             "max_inflight_per_connection",
             "max_connections",

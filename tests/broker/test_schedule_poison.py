@@ -95,6 +95,8 @@ async def test_a_retry_no_topic_can_take_is_dropped_with_one_warning(
     events = [e for e in logs if e["event"].startswith("delayed_")]
     assert [e["event"] for e in events] == ["delayed_message_dropped"]
     assert events[0]["topic"] == f"%RETRY%{NOTHING_FITS}"
+    assert "longer than topic max length" in str(events[0]["reason"])
+    assert broker.server.broker.topics.find(f"%DLQ%{NOTHING_FITS}") is None
 
 
 async def test_a_refusal_that_passes_is_tried_again(
