@@ -172,6 +172,9 @@ class BrokerConfig:
             raise ConfigError("start_accept_send_request_time_stamp", "must be >= 0")
         if not self.broker_name or not self.broker_cluster_name:
             raise ConfigError("broker_name", "broker and cluster names must not be empty")
+        if any(c < " " or c == "\x7f" for c in self.broker_cluster_name):
+            # every message carries it as its CLUSTER property, whose separators are \x01, \x02
+            raise ConfigError("broker_cluster_name", "must not contain control characters")
         if self.log_level.lower() not in {"debug", "info", "warning", "error"}:
             raise ConfigError("log_level", f"unknown level {self.log_level!r}")
         self._check_store_host()
