@@ -27,6 +27,7 @@ from protocol.headers import (
     SendMessageRequestHeaderV2,
 )
 from protocol.msgid import decode_offset_msg_id
+from protocol.route import ConsumerData, HeartbeatData, SubscriptionData
 from tests.conftest import RunningBroker, make_config, start_broker
 
 DEADLINE_S = 10
@@ -114,6 +115,35 @@ async def test_heartbeats_and_pulls_create_no_group_whose_retry_topic_cannot_exi
     assert pulled.code == ResponseCode.SYSTEM_ERROR and "%RETRY%<group>" in str(pulled.remark)
     assert broker.server.broker.groups.find(group) is None
     assert broker.server.broker.topics.find(f"%RETRY%{group}") is None
+
+
+@pytest.mark.parametrize("group", ["1.5", "-0.0", "\u200b"])
+async def test_a_send_back_of_a_group_no_client_could_name_creates_no_topic(
+    broker: RunningBroker, producer: Producer, group: str
+) -> None:
+    sent = await producer.send(Message("Work", b"x"))
+    fields = {"offset": str(decode_offset_msg_id(sent.offset_msg_id)[2]), "group": group}
+    fields["delayLevel"] = "-1"  # straight to the dead-letter topic
+    request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields)
+    answer = await producer.request(request)
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert not [t for t in broker.server.broker.topics.topics() if t.startswith("%DLQ%")]
+
+
+async def test_a_heartbeat_refused_part_way_keeps_and_persists_the_groups_before(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    subscription = (SubscriptionData("Work", "*"),)
+    consumers = tuple(
+        ConsumerData(g, "CONSUME_ACTIVELY", "CLUSTERING", "CONSUME_FROM_FIRST_OFFSET", subscription)
+        for g in ("fresh", "f" * 121)
+    )
+    body = HeartbeatData("10.0.0.9@x", (), consumers).to_json()
+    answer = await producer.request(RemotingCommand.request(RequestCode.HEART_BEAT, {}, body))
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert broker.server.broker.groups.find("fresh") is not None
+    saved = trio.Path(broker.config.store.store_path_root_dir, "config", "subscriptionGroup.json")
+    assert "fresh" in json.loads(await saved.read_text())["subscriptionGroupTable"]
 
 
 async def test_auto_creation_stops_at_its_limits_and_what_exists_is_served(
