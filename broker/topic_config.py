@@ -90,8 +90,21 @@ def check_new_topic(topic: str, queue_nums: int, count: int, max_num: int) -> No
 
 def check_new_group(group: str, count: int, max_num: int) -> None:
     """`group` may be created in a table of `count` groups, or `HeaderFieldError`:
-    SYSTEM_ERROR for a name whose retry or dead-letter topic breaks the topic rule,
-    SUBSCRIPTION_GROUP_NOT_EXIST past `max_num`."""
+    SYSTEM_ERROR for a name `check_group_topics` refuses, SUBSCRIPTION_GROUP_NOT_EXIST past
+    `max_num`."""
+    check_group_topics(group)
+    if count >= max_num:
+        raise HeaderFieldError(
+            "group",
+            f"subscription group not exist, {group}, and no more groups are created "
+            f"automatically: this broker holds {count} (auto_create_subscription_group_max_num)",
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+        )
+
+
+def check_group_topics(group: str) -> None:
+    """`group` is a group name whose `%RETRY%` and `%DLQ%` topics obey the topic rule, or
+    `HeaderFieldError` (SYSTEM_ERROR): its retries could never be stored."""
     names.check_group_name("group", group)
     for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
         try:
@@ -103,13 +116,6 @@ def check_new_group(group: str, count: int, max_num: int) -> None:
                 f"group[{shown}] of {len(group)} characters cannot be created: its topic "
                 f"{prefix}<group> breaks the topic rule: {exc}",
             ) from None
-    if count >= max_num:
-        raise HeaderFieldError(
-            "group",
-            f"subscription group not exist, {group}, and no more groups are created "
-            f"automatically: this broker holds {count} (auto_create_subscription_group_max_num)",
-            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ import trio
 
 from broker.client import Message, Producer, SendError, SendStatus, open_producer
 from broker.pull_client import open_pull_consumer
+from broker.topic_config import SCHEDULE_TOPIC
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.headers import (
@@ -90,6 +91,27 @@ async def test_a_send_back_of_a_group_whose_retry_topic_cannot_exist_is_refused(
         with trio.fail_after(DEADLINE_S):
             result = await consumer.pull("Later", 0, 0, expression="*", suspend_ms=5000)
     assert [r.body for r in result.records] == [b"on time"]
+
+
+async def test_a_send_back_of_a_configured_group_whose_retry_topic_cannot_exist_is_refused(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    group = "c" * 130
+    store = tmp_path / "store"
+    (store / "config").mkdir(parents=True)
+    table = {"subscriptionGroupTable": {group: {"groupName": group, "retryQueueNums": 1}}}
+    (store / "config" / "subscriptionGroup.json").write_text(json.dumps(table))
+    broker = await start_broker(nursery, make_config(store))
+    assert broker.server.broker.groups.find(group) is not None
+    async with open_producer("127.0.0.1", broker.port) as producer:
+        sent = await producer.send(Message("Work", b"x"))
+        refused = await send_back(producer, decode_offset_msg_id(sent.offset_msg_id)[2], group)
+    assert refused.code == ResponseCode.SYSTEM_ERROR
+    assert "%RETRY%<group> breaks the topic rule" in str(refused.remark)
+    consume = broker.server.broker.consume
+    assert consume is not None
+    assert all(consume.max_offset_in_queue(SCHEDULE_TOPIC, q) == 0 for q in range(18))
+    await broker.stop()
 
 
 async def test_the_longest_group_with_a_valid_retry_topic_is_created(
