@@ -13,26 +13,21 @@ the CLI prints it on one line and exits without a traceback.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import ipaddress
-import math
 import os
 import tomllib
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from broker.config_values import check_number, coerce
 from broker.tls import TlsClientAuth, TlsMode
 from store.config import MessageStoreConfig
 
 ENV_PREFIX: Final = "RMQ_"
 #: environment variable naming the TOML file when `--config` is not given
 CONFIG_FILE_ENV: Final = "RMQ_CONFIG"
-_TRUE: Final = frozenset({"true", "1", "yes", "on"})
-_FALSE: Final = frozenset({"false", "0", "no", "off"})
-_JAVA_LONG: Final = range(-(2**63), 2**63)
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
 #: `RMQ_` variables that are not configuration keys: the TOML file's name and the switches of the
 #: project's own test and container tooling, which the brokers those tools start inherit
@@ -102,6 +97,9 @@ class BrokerConfig:
     metrics_listen: HostPort | None = None
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
+    #: auto-creation stops once the topic (group) table holds this many; existing ones serve on
+    auto_create_topic_max_num: int = 10_000
+    auto_create_subscription_group_max_num: int = 10_000
     reject_transaction_message: bool = False
     #: PERM_READ (4) | PERM_WRITE (2): without WRITE the routes say read-only and sends to
     #: order topics are refused (RocketMQ's brokerPermission, for draining a broker)
@@ -142,6 +140,8 @@ class BrokerConfig:
                 raise ConfigError(f.name, f"port {value.port} is out of range")
         positive = (
             "default_topic_queue_nums",
+            "auto_create_topic_max_num",
+            "auto_create_subscription_group_max_num",
             "flush_consumer_offset_interval_ms",
             "max_inflight_per_connection",
             "max_connections",
@@ -166,6 +166,9 @@ class BrokerConfig:
             raise ConfigError("start_accept_send_request_time_stamp", "must be >= 0")
         if not self.broker_name or not self.broker_cluster_name:
             raise ConfigError("broker_name", "broker and cluster names must not be empty")
+        if any(c < " " or c == "\x7f" for c in self.broker_cluster_name):
+            # every message carries it as its CLUSTER property, whose separators are \x01, \x02
+            raise ConfigError("broker_cluster_name", "must not contain control characters")
         if self.log_level.lower() not in {"debug", "info", "warning", "error"}:
             raise ConfigError("log_level", f"unknown level {self.log_level!r}")
         self._check_store_host()
@@ -317,82 +320,17 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, object]:
 
 def _coerce(key: str, value: object, hint: Any) -> object:
     """`value` as the field's type; strings (env, flags) are parsed, TOML values checked."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(hint) if a is not type(None)]
-        if value is None or (isinstance(value, str) and value.lower() in {"", "none"}):
-            return None
-        hint = options[0]
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return _coerce_enum(key, value, hint)
-    if hint is bool:
-        return _coerce_bool(key, value)
-    if hint is int:
-        return _coerce_number(key, value, int)
-    if hint is float:
-        return _coerce_number(key, value, float)
-    if hint is str:
-        if not isinstance(value, str):
-            raise ConfigError(key, f"expected a string, got {value!r}")
-        return value
-    return value
-
-
-def _coerce_enum(key: str, value: object, enum_type: type[enum.Enum]) -> enum.Enum:
-    if isinstance(value, enum_type):
-        return value
-    text = str(value).strip().upper()
     try:
-        return enum_type[text]
-    except KeyError:
-        choices = ", ".join(m.name for m in enum_type)
-        raise ConfigError(key, f"expected one of {choices}, got {value!r}") from None
+        return coerce(value, hint)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
 
 
-def _coerce_bool(key: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(key, f"expected true or false, got {value!r}")
-
-
-def _coerce_number(key: str, value: object, kind: type[int] | type[float]) -> int | float:
-    what = "an integer" if kind is int else "a number"
-    if isinstance(value, bool):
-        raise ConfigError(key, f"expected {what}, got {value!r}")
-    if kind is int and isinstance(value, float):
-        raise ConfigError(key, f"expected an integer, got {value!r}")
-    text = value if isinstance(value, str) else None
+def _check_number(key: str, value: object) -> None:
     try:
-        if text is not None:
-            # int() and float() also take other scripts' digits: only ASCII is a number here
-            if not text.isascii():
-                raise ValueError(text)
-            number: int | float = kind(text.strip())
-        elif isinstance(value, int | float):
-            number = kind(value)
-        else:
-            raise ValueError(value)
-    except ValueError:
-        raise ConfigError(key, f"expected {what}, got {value!r}") from None
-    except OverflowError:
-        raise ConfigError(key, f"out of range: {value!r}") from None
-    _check_number(key, number, shown=value)
-    return number
-
-
-def _check_number(key: str, value: object, shown: object = None) -> None:
-    """Numbers are finite and fit a Java long, as RocketMQ's keys: a larger wait overflows when it
-    becomes seconds. `shown` is the text the value was read from, for the message."""
-    shown = value if shown is None else shown
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(key, f"expected a finite number, got {shown!r}")
-    if isinstance(value, int) and not isinstance(value, bool) and value not in _JAVA_LONG:
-        raise ConfigError(key, f"out of range: {shown!r}")
+        check_number(value)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
 
 
 _BROKER_HINTS: Final = typing.get_type_hints(BrokerConfig)

@@ -8,10 +8,17 @@ put again under its real topic and queue without the DELAY property, and the lev
 moves past it. The offsets are kept in `config/delayOffset.json` in RocketMQ's shape, so a
 restart neither loses nor re-delivers more than the messages after the last save.
 Levels are RocketMQ's default `messageDelayLevel`: 1s 5s 10s 30s 1m ... 2h.
+
+A due message the store refuses for a while (disk full, busy) stays at the head of its level
+and is tried again next round. One it can never take as it is (MESSAGE_ILLEGAL: a real topic
+over 127 bytes, say) must not hold back every later message of its level, as RocketMQ 4.9's
+sync delivery lets it: a retry (real topic `%RETRY%<group>`) goes to `%DLQ%<group>`, anything
+else, or a retry its dead-letter topic cannot take either, is dropped with one warning.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -19,7 +26,16 @@ from typing import TYPE_CHECKING, Final
 import structlog
 import trio
 
-from broker.topic_config import SCHEDULE_TOPIC, write_json_atomically
+from broker.topic_config import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    DLQ_NUMS_PER_GROUP,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    write_json_atomically,
+)
+from protocol.errors import HeaderFieldError
 from protocol.properties import MessageConst, decode_properties, encode_properties
 from store.errors import StoreLoadError
 from store.format import decode_copied_records
@@ -41,6 +57,10 @@ ROUND_S: Final = 0.1
 BATCH: Final = 32
 #: a re-stored message (a delayed delivery, a retry) is in the commit log with these
 STORED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
+#: refusals of the message itself: putting it again the same way can never succeed
+NEVER_STORED: Final = frozenset(
+    {PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED}
+)
 
 
 def stored_again(
@@ -158,8 +178,63 @@ class ScheduleMessageService:
         result = await self.broker.store.put_message(message)
         if result.status in STORED:
             return True
+        if result.status in NEVER_STORED:
+            return await self._undeliverable(level, record, message, result.status)
         log.warning("delayed_delivery_failed", level=level, status=result.status.name)
         return False
+
+    async def _undeliverable(
+        self,
+        level: int,
+        record: CommitLogRecord,
+        message: MessageExtBrokerInner,
+        status: PutMessageStatus,
+    ) -> bool:
+        """`message` can never be put under its real topic: a retry goes to its group's DLQ,
+        anything else is dropped. False only when the DLQ refused it for now."""
+        reason = status.name
+        if message.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            dlq = DLQ_GROUP_TOPIC_PREFIX + message.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+            outcome = await self._dead_letter(message, dlq)
+            if outcome in STORED:
+                log.warning(
+                    "delayed_message_dead_lettered",
+                    level=level,
+                    offset=record.physical_offset,
+                    topic=message.topic,
+                    status=status.name,
+                )
+                return True
+            if isinstance(outcome, PutMessageStatus):
+                if outcome not in NEVER_STORED:
+                    return False
+                outcome = outcome.name
+            reason = f"{status.name}; {dlq} refused it too: {outcome}"
+        log.warning(
+            "delayed_message_dropped",
+            level=level,
+            offset=record.physical_offset,
+            topic=message.topic,
+            reason=reason,
+        )
+        return True
+
+    async def _dead_letter(
+        self, message: MessageExtBrokerInner, dlq: str
+    ) -> PutMessageStatus | str:
+        """Put `message` in `dlq`: the store's answer, or why the topic cannot be created."""
+        topics = self.broker.topics
+        created = topics.find(dlq) is None
+        try:
+            topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE, 0)
+        except HeaderFieldError as exc:
+            return str(exc)
+        if created:
+            await topics.persist()
+        result = await self.broker.store.put_message(
+            dataclasses.replace(message, topic=dlq, queue_id=0)
+        )
+        return result.status
 
     async def save(self) -> None:
         if self.path is None or self.offsets == self._saved:

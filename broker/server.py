@@ -258,11 +258,13 @@ async def serve(
             default_topic_queue_nums=config.default_topic_queue_nums,
             cluster_name=config.broker_cluster_name,
             broker_name=config.broker_name,
+            auto_create_topic_max_num=config.auto_create_topic_max_num,
         )
         await topics.persist()
         groups = SubscriptionGroupManager(
             root / "config" / "subscriptionGroup.json",
             auto_create=config.auto_create_subscription_group,
+            max_num=config.auto_create_subscription_group_max_num,
         )
         broker = BrokerContext(config, store, topics, groups, store_host, metrics)
         broker.read_budget = ReadBudget(config.max_buffered_bytes)

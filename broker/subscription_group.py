@@ -17,7 +17,12 @@ from typing import Any, Final
 import structlog
 import trio
 
-from broker.topic_config import DataVersion, persist_table
+from broker.topic_config import (
+    AUTO_CREATE_SUBSCRIPTION_GROUP_MAX_NUM,
+    DataVersion,
+    check_new_group,
+    persist_table,
+)
 
 DEFAULT_RETRY_MAX_TIMES: Final = 16
 
@@ -57,9 +62,16 @@ class SubscriptionGroupConfig:
 class SubscriptionGroupManager:
     """Consumer groups known to this broker; `path` None keeps them in memory only."""
 
-    def __init__(self, path: Path | None, *, auto_create: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        auto_create: bool = True,
+        max_num: int = AUTO_CREATE_SUBSCRIPTION_GROUP_MAX_NUM,
+    ) -> None:
         self.path = path
         self.auto_create = auto_create
+        self.max_num = max_num
         self.data_version = DataVersion()
         self._lock = trio.Lock()
         self._table: dict[str, SubscriptionGroupConfig] = {}
@@ -76,9 +88,11 @@ class SubscriptionGroupManager:
         self.data_version.next()
 
     def ensure(self, group: str) -> bool:
-        """Create `group` with defaults if unknown and auto-creation is on; True if created."""
+        """Create `group` with defaults if unknown and auto-creation is on; True if created.
+        Raises `HeaderFieldError` when `check_new_group` refuses it."""
         if group in self._table or not self.auto_create:
             return False
+        check_new_group(group, len(self._table), self.max_num)
         self.put(SubscriptionGroupConfig(group))
         log.info("subscription_group_created", group=group)
         return True

@@ -6,6 +6,18 @@
 file, fsynced and renamed, so a crash leaves the old table or the new one. Auto-creation follows
 `TopicConfigManager.createTopicInSendMessageMethod` (4.9): a new topic inherits from a template
 topic (`TBW102`) that carries the INHERIT permission. Knows nothing of sockets or the store.
+
+Every path that creates a topic or a group for a peer (a SEND to an unknown topic, a send back's
+`%RETRY%` and `%DLQ%` topics, a heartbeat's group and retry topic, a pull's group) goes through
+`check_new_topic` or `check_new_group`, the one set of rules auto-creation obeys: the topic
+rule a SEND's topic is held to (`protocol.names.check_topic_name`: TopicValidator's characters
+and 127 characters, the commit log's limit too), at least one queue (RocketMQ 4.9 clamps a
+negative count to 0 and creates a topic no send can use), a group whose `%RETRY%` and `%DLQ%`
+topics obey the topic rule (so a group over 120 characters, whose retries could never be stored,
+is refused before anything is created for it), and a table of at most
+`auto_create_topic_max_num` topics or `auto_create_subscription_group_max_num` groups (what
+exists, configured or created, is served as before). A refusal is a `HeaderFieldError` with the
+code and remark to answer.
 """
 
 from __future__ import annotations
@@ -22,6 +34,10 @@ from typing import Any, Final, Protocol
 import structlog
 import trio
 
+from protocol import names
+from protocol.codes import ResponseCode
+from protocol.errors import HeaderFieldError
+
 PERM_PRIORITY: Final = 8
 PERM_READ: Final = 4
 PERM_WRITE: Final = 2
@@ -32,6 +48,8 @@ SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+#: queues of a `%DLQ%<group>` topic (MixAll's DLQ_NUMS_PER_GROUP)
+DLQ_NUMS_PER_GROUP: Final = 1
 BENCHMARK_TOPIC: Final = "BenchmarkTest"
 REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
 #: system topics producers may not send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET, 4.9)
@@ -46,8 +64,58 @@ NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
     }
 )
 SCHEDULE_DELAY_LEVELS: Final = 18
+#: how many topics, and groups, the tables may hold before auto-creation stops
+AUTO_CREATE_TOPIC_MAX_NUM: Final = 10_000
+AUTO_CREATE_SUBSCRIPTION_GROUP_MAX_NUM: Final = 10_000
 
 log = structlog.get_logger()
+
+
+def check_new_topic(topic: str, queue_nums: int, count: int, max_num: int) -> None:
+    """`topic` may be created with `queue_nums` queues in a table of `count` topics, or
+    `HeaderFieldError`: SYSTEM_ERROR for a name or count, TOPIC_NOT_EXIST past `max_num`."""
+    names.check_topic_name("topic", topic)
+    if queue_nums <= 0:
+        raise HeaderFieldError(
+            "topic", f"topic[{topic}] cannot be created with {queue_nums} queues: at least 1"
+        )
+    if count >= max_num:
+        raise HeaderFieldError(
+            "topic",
+            f"topic[{topic}] not exist, and no more topics are created automatically: "
+            f"this broker holds {count} (auto_create_topic_max_num)",
+            ResponseCode.TOPIC_NOT_EXIST,
+        )
+
+
+def check_new_group(group: str, count: int, max_num: int) -> None:
+    """`group` may be created in a table of `count` groups, or `HeaderFieldError`:
+    SYSTEM_ERROR for a name `check_group_topics` refuses, SUBSCRIPTION_GROUP_NOT_EXIST past
+    `max_num`."""
+    check_group_topics(group)
+    if count >= max_num:
+        raise HeaderFieldError(
+            "group",
+            f"subscription group not exist, {group}, and no more groups are created "
+            f"automatically: this broker holds {count} (auto_create_subscription_group_max_num)",
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+        )
+
+
+def check_group_topics(group: str) -> None:
+    """`group` is a group name whose `%RETRY%` and `%DLQ%` topics obey the topic rule, or
+    `HeaderFieldError` (SYSTEM_ERROR): its retries could never be stored."""
+    names.check_group_name("group", group)
+    for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
+        try:
+            names.check_topic_name("group", prefix + group)
+        except HeaderFieldError as exc:
+            shown = group if len(group) <= 64 else group[:61] + "..."
+            raise HeaderFieldError(
+                "group",
+                f"group[{shown}] of {len(group)} characters cannot be created: its topic "
+                f"{prefix}<group> breaks the topic rule: {exc}",
+            ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +251,10 @@ class TopicConfigManager:
         default_topic_queue_nums: int = 8,
         cluster_name: str = "DefaultCluster",
         broker_name: str = "broker-a",
+        auto_create_topic_max_num: int = AUTO_CREATE_TOPIC_MAX_NUM,
     ) -> None:
         self.path = path
+        self.auto_create_topic_max_num = auto_create_topic_max_num
         self.data_version = DataVersion()
         self._lock = trio.Lock()
         self._table: dict[str, TopicConfig] = {}
@@ -229,7 +299,8 @@ class TopicConfigManager:
 
         The template must exist and carry PERM_INHERIT; the new topic gets
         min(client's queue count, template's write queues) queues and the template's
-        permissions without INHERIT. The caller persists.
+        permissions without INHERIT. The caller persists. Raises `HeaderFieldError` when
+        `check_new_topic` refuses it.
         """
         existing = self._table.get(topic)
         if existing is not None:
@@ -239,7 +310,8 @@ class TopicConfigManager:
             return None
         if not template.perm & PERM_INHERIT:
             return None
-        queues = max(0, min(client_queue_nums, template.write_queue_nums))
+        queues = min(client_queue_nums, template.write_queue_nums)
+        check_new_topic(topic, queues, len(self._table), self.auto_create_topic_max_num)
         created = TopicConfig(
             topic,
             queues,
@@ -253,10 +325,12 @@ class TopicConfigManager:
     def create_in_send_back(
         self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int
     ) -> TopicConfig:
-        """Create a retry or DLQ topic with fixed queues and permission (or return it)."""
+        """Create a retry or DLQ topic with fixed queues and permission (or return it).
+        Raises `HeaderFieldError` when `check_new_topic` refuses it."""
         existing = self._table.get(topic)
         if existing is not None:
             return existing
+        check_new_topic(topic, queue_nums, len(self._table), self.auto_create_topic_max_num)
         created = TopicConfig(topic, queue_nums, queue_nums, perm, "SINGLE_TAG", topic_sys_flag)
         return self._add(created, None)
 

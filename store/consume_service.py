@@ -17,16 +17,9 @@ import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
-from store.format import (
-    MIN_RECORD_SIZE,
-    SYSFLAG_POS,
-    CommitLogRecord,
-    EncodedBatch,
-    RecordFormatError,
-    decode_record,
-    store_timestamp_pos,
-)
+from store.format import SYSFLAG_POS, CommitLogRecord, EncodedBatch, store_timestamp_pos
 from store.get_message import GetMessageResult, TagFilter, get_message
+from store.lookup import read_record_at
 from store.message import BORNHOST_V6_FLAG
 from store.open_files import DEFAULT_CAPACITY
 from store.reader import CommitLogReader
@@ -159,19 +152,12 @@ class ConsumeService:
                 hi = mid
         return lo
 
-    def look_message_by_offset(self, offset: int) -> CommitLogRecord | None:
-        """The record starting at commit-log `offset` (a consumer's send-back names it), or None
-        when nothing valid starts there."""
-        head = self.read_bytes(offset, 4)
-        if head is None:
-            return None
-        size = int.from_bytes(head, "big", signed=True)
-        if size < MIN_RECORD_SIZE:
-            return None
-        data = self.read_bytes(offset, size)
-        if data is None:
-            return None
-        try:
-            return decode_record(data, 0, base_offset=offset)
-        except RecordFormatError:
-            return None
+    async def look_message_by_offset(
+        self, offset: int, max_message_size: int
+    ) -> CommitLogRecord | None:
+        """The record starting at commit-log `offset` (a consumer's send back names it), or None
+        when nothing valid starts there. The offset is checked against the log before anything
+        is copied, and a large record is read off the event loop (`store.lookup`)."""
+        return await read_record_at(
+            self.files, offset, self.reput.reader.durable_offset(), max_message_size
+        )

@@ -88,9 +88,13 @@ class HeartbeatProcessor:
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         heartbeat = HeartbeatData.from_json(request.body or b"{}")
         groups = ctx.broker.groups
-        created = [c.group_name for c in heartbeat.consumer_data_set if groups.ensure(c.group_name)]
-        if created:
-            await groups.persist()
+        created = False
+        try:
+            for consumer in heartbeat.consumer_data_set:
+                created = groups.ensure(consumer.group_name) or created
+        finally:  # a group refused after others were created: those are kept, and persisted
+            if created:
+                await groups.persist()
         for listener in ctx.broker.heartbeat_listeners:
             await listener(heartbeat, ctx)
         log.debug(

@@ -23,6 +23,7 @@ from broker.processors.send_checks import (
     Destination,
     check_allowed,
     check_broker_accepts,
+    check_property_pairs,
     check_queue_id,
     check_topic_name,
     find_or_create_topic,
@@ -258,6 +259,7 @@ class SendMessageProcessor:
         if header.properties and "\x00" in header.properties:
             raise _illegal(NUL_REMARK)
         props = decode_properties(header.properties)
+        check_property_pairs(props)
         if destination.dead_letter:
             props.pop(_MC.DELAY_TIME_LEVEL, None)
         props[_MC.CLUSTER] = broker.config.broker_cluster_name
@@ -320,14 +322,16 @@ class SendMessageProcessor:
             raise _illegal(f"batch properties of {len(batch_string)} characters exceed 32767")
         records = []
         for index, entry in enumerate(decode_batch_body(body)):
-            own = entry.properties
-            separator = "\x02" if own and batch_string and not own.endswith("\x02") else ""
-            merged = own + separator + batch_string
+            # Own pairs, then the batch's (they win), re-encoded: no pair without its \x01.
+            own = decode_properties(entry.properties)
+            pairs = {**own, **batch_props}
+            check_property_pairs(pairs, f"batch message {index}: ")
+            merged = encode_properties(pairs)
             if "\x00" in merged:
                 raise _illegal(f"batch message {index}: {NUL_REMARK}")
             if len(merged.encode("utf-8", "replace")) > MAX_PROPERTIES_LENGTH:
                 raise _illegal(f"batch message {index} has properties over 32767 bytes")
-            tags = decode_properties(own).get(_MC.TAGS)
+            tags = own.get(_MC.TAGS)
             records.append(
                 Inner(
                     topic=header.topic,

@@ -7,6 +7,11 @@ group's consumers later. Once its reconsume times reach the group's `retryMaxTim
 client's `maxReconsumeTimes`), or when the level is negative, it goes to `%DLQ%<group>` instead
 and is not delivered again. The first retry records the message's original topic
 (RETRY_TOPIC) and id (ORIGIN_MESSAGE_ID).
+
+Unlike upstream, what cannot work is refused before anything is stored: an offset that does not
+start a record in the log (`store.lookup`: no read past its header, large reads off the event
+loop), and a group whose `%RETRY%` or `%DLQ%` topic would break the topic rule (a group over 120
+characters), configured or not, whose retry the schedule could never deliver.
 """
 
 from __future__ import annotations
@@ -15,14 +20,15 @@ import random
 from typing import Final
 
 from broker.processors import RequestContext
-from broker.processors.send_checks import DLQ_NUMS_PER_GROUP
 from broker.schedule import DELAY_LEVELS_S, STORED, stored_again
 from broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
+    DLQ_NUMS_PER_GROUP,
     PERM_READ,
     PERM_WRITE,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
+    check_group_topics,
 )
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
@@ -47,6 +53,7 @@ class ConsumerSendMsgBackProcessor:
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
         broker = ctx.broker
+        check_group_topics(header.group)  # a configured group too: no retry could be stored
         group = await broker.groups.find_or_create(header.group)
         if group is None:
             raise _reject(
@@ -60,7 +67,11 @@ class ConsumerSendMsgBackProcessor:
             )
         if group.retry_queue_nums <= 0:
             return request.make_response(ResponseCode.SUCCESS)  # the group keeps no retries
-        original = broker.consume.look_message_by_offset(header.offset) if broker.consume else None
+        original = None
+        if broker.consume is not None:
+            original = await broker.consume.look_message_by_offset(
+                header.offset, broker.config.store.max_message_size
+            )
         if original is None or original.body is None:
             raise _reject(
                 ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"

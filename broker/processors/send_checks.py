@@ -1,13 +1,15 @@
 """The checks of the send path before a message is built (RocketMQ 4.9.7 `msgCheck`, in order).
 
 Topic validity, forbidden system topics, topic lookup with auto-creation from the template
-topic, queue id range, and the retry/DLQ redirection of `%RETRY%` topics. A failed check raises
+topic, queue id range, the retry/DLQ redirection of `%RETRY%` topics, and property pairs that
+could not be stored as one pair. A failed check raises
 `HeaderFieldError` carrying upstream's response code and remark; the processor answers it.
 """
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -16,6 +18,7 @@ from broker.processors import RequestContext
 from broker.processors.namesrv import FAQ_SUFFIX
 from broker.topic_config import (
     DLQ_GROUP_TOPIC_PREFIX,
+    DLQ_NUMS_PER_GROUP,
     NOT_ALLOWED_SEND_TOPICS,
     PERM_READ,
     PERM_WRITE,
@@ -26,11 +29,11 @@ from protocol import names
 from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
 from protocol.headers import SendMessageRequestHeader
+from protocol.properties import NAME_VALUE_SEPARATOR
 
 #: TopicSysFlag bits set on topics auto-created by unit-mode producers
 _FLAG_UNIT: Final = 0x1
 _FLAG_UNIT_SUB: Final = 0x2
-DLQ_NUMS_PER_GROUP: Final = 1
 
 
 def _reject(field: str, code: int, remark: str) -> HeaderFieldError:
@@ -59,6 +62,20 @@ def check_broker_accepts(topic: str, broker: BrokerContext, now_ms: int) -> None
                 "topic",
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{config.store_host_ip}] sending message is forbidden",
+            )
+
+
+def check_property_pairs(props: Mapping[str, str], where: str = "") -> None:
+    """A value holding the name-value separator \\x01 is refused (MESSAGE_ILLEGAL): readers
+    split such a pair differently (Java at its first \\x01, the C++ client drops it), so it
+    would not be stored as one pair. Names cannot hold it: they end at the first one."""
+    for name, value in props.items():
+        if NAME_VALUE_SEPARATOR in value:
+            raise _reject(
+                "properties",
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"{where}the value of message property {name[:64]} holds the name-value "
+                "separator \\x01",
             )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import pathlib
 
+import pytest
+
 from broker.subscription_group import SubscriptionGroupManager
 from broker.topic_config import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -14,6 +16,8 @@ from broker.topic_config import (
     TopicConfig,
     TopicConfigManager,
 )
+from protocol.codes import ResponseCode
+from protocol.errors import HeaderFieldError
 
 
 def test_template_topic_exists_only_with_auto_create() -> None:
@@ -84,3 +88,38 @@ async def test_subscription_groups_are_created_once_and_persisted(tmp_path: path
     found = reloaded.find("g1")
     assert found is not None and found.retry_max_times == 16
     assert SubscriptionGroupManager(None, auto_create=False).ensure("g2") is False
+
+
+@pytest.mark.parametrize(
+    "topic", ["%DLQ%1.5", "%DLQ%-0.0", "%DLQ%\u200b", "%RETRY%a\x01b", "%RETRY%a\x02b", "x" * 128]
+)
+def test_retry_and_dlq_topics_are_held_to_the_send_topic_rule(topic: str) -> None:
+    topics = TopicConfigManager(None)
+    with pytest.raises(HeaderFieldError) as refused:
+        topics.create_in_send_back(topic, 1, PERM_READ | PERM_WRITE, 0)
+    assert refused.value.response_code == ResponseCode.SYSTEM_ERROR
+    assert str(refused.value).startswith("The specified topic ")
+    assert topics.find(topic) is None
+
+
+def test_a_topic_table_at_its_limit_creates_nothing_more() -> None:
+    topics = TopicConfigManager(
+        None, auto_create_topic_max_num=len(TopicConfigManager(None).topics()) + 1
+    )
+    assert topics.create_in_send("One", "TBW102", 4, 0) is not None
+    with pytest.raises(HeaderFieldError) as refused:
+        topics.create_in_send("Two", "TBW102", 4, 0)
+    assert refused.value.response_code == ResponseCode.TOPIC_NOT_EXIST
+    with pytest.raises(HeaderFieldError) as refused:
+        topics.create_in_send_back("%RETRY%two", 1, PERM_READ | PERM_WRITE, 0)
+    assert refused.value.response_code == ResponseCode.TOPIC_NOT_EXIST
+    assert topics.create_in_send("One", "TBW102", 4, 0) is not None  # found, not created
+
+
+def test_a_group_table_at_its_limit_creates_nothing_more() -> None:
+    groups = SubscriptionGroupManager(None, max_num=1)
+    assert groups.ensure("g1") is True
+    with pytest.raises(HeaderFieldError) as refused:
+        groups.ensure("g2")
+    assert refused.value.response_code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+    assert groups.ensure("g1") is False and groups.find("g2") is None
