@@ -10,6 +10,7 @@ SIGKILL keeps written data in the page cache; only a power cut can take it back)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
@@ -18,8 +19,8 @@ import trio
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
 from store.format import SYSFLAG_POS, CommitLogRecord, EncodedBatch, store_timestamp_pos
-from store.get_message import GetMessageResult, TagFilter, get_message
-from store.lookup import read_record_at
+from store.get_message import GetMessageResult, TagFilter, get_message, with_large
+from store.lookup import LOOP_READ_MAX_BYTES, read_record_at
 from store.message import BORNHOST_V6_FLAG
 from store.open_files import DEFAULT_CAPACITY
 from store.reader import CommitLogReader
@@ -116,6 +117,42 @@ class ConsumeService:
             tag_filter=tag_filter,
         )
 
+    async def pull(
+        self, topic: str, queue_id: int, offset: int, max_count: int, tag_filter: TagFilter
+    ) -> GetMessageResult:
+        """`get_message` for a pull: a record over `LOOP_READ_MAX_BYTES` is copied by `pread`
+        in a worker thread while its segment is held, so neither the copy nor a page fault on
+        a cold page stops the event loop; smaller ones are read from the mapping."""
+        result = get_message(
+            self.table,
+            self.read_bytes,
+            self.files.min_offset,
+            topic,
+            queue_id,
+            offset,
+            max_count=max_count,
+            tag_filter=tag_filter,
+            loop_read_max=LOOP_READ_MAX_BYTES,
+        )
+        unit = result.large
+        if unit is None:
+            return result
+        return with_large(
+            result, await self._read_held(unit.physical_offset, unit.size), tag_filter
+        )
+
+    async def _read_held(self, offset: int, size: int) -> bytes | None:
+        mapped = self.files.find_mapped_file_by_offset(offset)
+        if mapped is None:
+            return None
+        pos = offset - mapped.file_from_offset
+        if pos + size > mapped.file_size or not mapped.hold():
+            return None  # out of the segment, or retention is deleting it
+        try:
+            return await trio.to_thread.run_sync(_pread, mapped.fd, size, pos)
+        finally:
+            mapped.release()
+
     def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.table.existing(topic, queue_id)
         return cq.min_logic_offset if cq else 0
@@ -161,3 +198,12 @@ class ConsumeService:
         return await read_record_at(
             self.files, offset, self.reput.reader.durable_offset(), max_message_size
         )
+
+
+def _pread(fd: int, size: int, pos: int) -> bytes | None:
+    """`pread` releases the GIL while it copies (and while a cold page is read from disk)."""
+    try:
+        data = os.pread(fd, size, pos)
+    except OSError:
+        return None
+    return data if len(data) == size else None

@@ -10,12 +10,13 @@ Mirrors DefaultMessageStore.getMessage (4.9).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Final
 
-from store.consume_queue import ConsumeQueue
+from store.consume_queue import ConsumeQueue, CqUnit
 from store.dispatch import ConsumeQueueTable
 from store.format import RecordFormatError, decode_record
 from store.message import java_string_hash, tags_of
@@ -75,6 +76,8 @@ class GetMessageResult:
     max_offset: int
     messages: list[bytes] = field(default_factory=list)
     queue_offsets: list[int] = field(default_factory=list)
+    #: a unit larger than the caller reads on the event loop, not read yet (`with_large`)
+    large: CqUnit | None = None
 
     @property
     def message_count(self) -> int:
@@ -112,8 +115,14 @@ def get_message(  # noqa: PLR0917 - the queue's coordinates, as MessageStore.get
     *,
     max_count: int,
     tag_filter: TagFilter | None = None,
+    loop_read_max: int | None = None,
 ) -> GetMessageResult:
-    """Up to `max_count` records of the queue from logical `offset` that pass `tag_filter`."""
+    """Up to `max_count` records of the queue from logical `offset` that pass `tag_filter`.
+
+    With `loop_read_max`, no record larger than that is read here: the batch ends before it,
+    or, when it comes first, the result names it in `large` for the caller to read elsewhere
+    (a worker thread) and finish with `with_large`.
+    """
     cq = table.existing(topic, queue_id)
     early = _out_of_range(cq, offset)
     if early is not None or cq is None:
@@ -125,6 +134,7 @@ def get_message(  # noqa: PLR0917 - the queue's coordinates, as MessageStore.get
     status = GetMessageStatus.NO_MATCHED_MESSAGE
     next_offset = offset
     size = 0
+    large: CqUnit | None = None
     while len(messages) < max_count and next_offset - offset < MAX_SCAN_UNITS:
         units = cq.read_units(next_offset, MAX_SCAN_UNITS - (next_offset - offset))
         if not units:
@@ -138,6 +148,12 @@ def get_message(  # noqa: PLR0917 - the queue's coordinates, as MessageStore.get
                 continue
             if not wanted.matches_code(unit.tags_code):
                 continue
+            if loop_read_max is not None and unit.size > loop_read_max:
+                if messages:
+                    next_offset = unit.queue_offset  # the next pull starts with it
+                else:
+                    large = unit
+                break
             data = read_bytes(unit.physical_offset, unit.size)
             if data is None:
                 status = GetMessageStatus.OFFSET_FOUND_NULL
@@ -150,10 +166,28 @@ def get_message(  # noqa: PLR0917 - the queue's coordinates, as MessageStore.get
         else:
             continue
         break
-    if messages:
+    if messages or large:
         status = GetMessageStatus.FOUND
     lo, hi = cq.min_logic_offset, cq.max_logic_offset
-    return GetMessageResult(status, next_offset, lo, hi, messages, offsets)
+    return GetMessageResult(status, next_offset, lo, hi, messages, offsets, large)
+
+
+def with_large(
+    result: GetMessageResult, data: bytes | None, tag_filter: TagFilter | None
+) -> GetMessageResult:
+    """`result` once its `large` unit was read as `data` (None: its segment is gone)."""
+    unit = result.large
+    assert unit is not None
+    wanted = tag_filter or TagFilter()
+    if data is None:
+        status = GetMessageStatus.OFFSET_FOUND_NULL
+    elif wanted.tags is not None and not wanted.matches_tags(_record_tags(data)):
+        status = GetMessageStatus.NO_MATCHED_MESSAGE
+    else:
+        return dataclasses.replace(
+            result, messages=[data], queue_offsets=[unit.queue_offset], large=None
+        )
+    return dataclasses.replace(result, status=status, large=None)
 
 
 def _record_tags(data: bytes) -> str | None:

@@ -82,7 +82,7 @@ class PullMessageProcessor:
                 header.commit_offset,
                 forward_only=True,  # a late pull must not undo a newer commit
             )
-        found = self._read(header, tag_filter, broker)
+        found = await self._read(header, tag_filter, broker)
         if _STATUS_CODES.get(found.status) is ResponseCode.PULL_NOT_FOUND or (
             found.status in _EMPTY and header.queue_offset == 0
         ):
@@ -92,15 +92,15 @@ class PullMessageProcessor:
                 else SHORT_POLLING_S
             )
             if await broker.pull_waiters.wait(header.topic, header.queue_id, suspend_s):
-                found = self._read(header, tag_filter, broker)
+                found = await self._read(header, tag_filter, broker)
         return self._response(request, header, found)
 
     @staticmethod
-    def _read(
+    async def _read(
         header: PullMessageRequestHeader, tag_filter: TagFilter, broker: BrokerContext
     ) -> GetMessageResult:
         assert broker.consume is not None
-        return broker.consume.get_message(
+        return await broker.consume.pull(
             header.topic,
             header.queue_id,
             header.queue_offset,

@@ -8,14 +8,14 @@ store and a loopback port; each fuzz input becomes a script of requests
 each request owed an answer gets one (a suspended pull within its longest suspension), the
 frames before a corrupted one included, and the broker logs no exception it did not expect
 (`processor_failed` and the like). Every `BATCH` inputs, and after the last input when
-`RMQ_FUZZ_INPUTS` sets a count, a health check: on a new connection a round of valid
+`FUZZ_INPUTS` sets a count, a health check: on a new connection a round of valid
 requests that touch the shared tables (`fuzz_lane.healthy_broker`: send, heartbeat, consumer
 list, pull, send-back, offset commit and query) is answered as it should within
 `HEALTH_CHECK_S`, the process's anonymous RSS stays under `RSS_BUDGET_MB`
 and its descriptors under `FD_BUDGET`. A failure raises, so libFuzzer reports it with the
-broker's latest events and writes the input that caused it. `RMQ_FUZZ_STATS` names a JSON file
-that gets the counts after each health check. `RMQ_FUZZ_FLUSH` (ASYNC_FLUSH or SYNC_FLUSH) and
-`RMQ_FUZZ_STORE` (the store directory) configure the broker.
+broker's latest events and writes the input that caused it. `FUZZ_STATS` names a JSON file
+that gets the counts after each health check. `FUZZ_FLUSH` (ASYNC_FLUSH or SYNC_FLUSH) and
+`FUZZ_STORE` (the store directory) configure the broker.
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ BATCH = 250
 HEALTH_CHECK_S = 5.0
 RSS_BUDGET_MB = 300
 FD_BUDGET = 600
-#: `RMQ_FUZZ_INPUTS`: stop after this many inputs, with a last health check
-DEBUG = bool(os.environ.get("RMQ_FUZZ_DEBUG"))
-LIMIT = int(os.environ.get("RMQ_FUZZ_INPUTS", "0"))
+#: `FUZZ_INPUTS`: stop after this many inputs, with a last health check
+DEBUG = bool(os.environ.get("FUZZ_DEBUG"))
+LIMIT = int(os.environ.get("FUZZ_INPUTS", "0"))
 #: log events that only an exception the broker did not expect produces
 UNEXPECTED = frozenset(
     {
@@ -83,7 +83,7 @@ def start_broker(store_dir: str) -> int:
             "listen": "127.0.0.1:0",
             "store_path_root_dir": store_dir,
             "mapped_file_size_commit_log": 1 << 20,
-            "flush_disk_type": os.environ.get("RMQ_FUZZ_FLUSH", "ASYNC_FLUSH"),
+            "flush_disk_type": os.environ.get("FUZZ_FLUSH", "ASYNC_FLUSH"),
             "auto_create_topic_max_num": 300,
             "auto_create_subscription_group_max_num": 300,
         }
@@ -178,7 +178,7 @@ class Fuzzer:
         stats["max_fds"] = max(stats["max_fds"], fds)
         stats["max_health_check_ms"] = max(stats["max_healthy_broker_ms"], round(elapsed * 1000))
         stats["inputs"] = self.inputs
-        target = os.environ.get("RMQ_FUZZ_STATS")
+        target = os.environ.get("FUZZ_STATS")
         if target:
             pathlib.Path(target).write_text(json.dumps(dict(stats)))
 
@@ -188,7 +188,7 @@ def main() -> None:
         processors=[structlog.processors.add_log_level, capture],
         cache_logger_on_first_use=False,
     )
-    store_dir = os.environ.get("RMQ_FUZZ_STORE") or tempfile.mkdtemp(prefix="rmq-fuzz-")
+    store_dir = os.environ.get("FUZZ_STORE") or tempfile.mkdtemp(prefix="rmq-fuzz-")
     started = time.monotonic()
     fuzzer = Fuzzer(start_broker(store_dir))
     print(f"broker on {fuzzer.port} after {time.monotonic() - started:.1f} s", file=sys.stderr)
