@@ -8,7 +8,7 @@ remark; no answer in time raises `RequestTimeoutError`; a lost connection `Conne
     async with open_producer("127.0.0.1", 10911) as producer:
         result = await producer.send(Message("TopicA", b"hello", tags="TagA"))
 
-`BlockingProducer` offers the same calls from plain threads (a Trio loop in a helper thread).
+`broker.blocking_client.BlockingProducer` offers the same calls from plain threads.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ import secrets
 import socket
 import ssl
 import struct
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar, cast
+from typing import Final, TypeVar, cast
 
 import trio
 
@@ -41,7 +40,6 @@ from protocol.properties import MessageConst, encode_properties
 from protocol.route import ClusterInfo, HeartbeatData, ProducerData, TopicRouteData
 
 __all__ = [
-    "BlockingProducer",
     "ConnectionClosedError",
     "Message",
     "Producer",
@@ -352,61 +350,3 @@ async def _start_tls(
         await trio.aclose_forcefully(tcp)
         raise ConnectionClosedError(f"TLS handshake failed: {exc.__cause__ or exc!r}") from None
     return tls
-
-
-class BlockingProducer:
-    """`Producer` for code without Trio: a helper thread runs the loop and the connection."""
-
-    def __init__(self, host: str, port: int, **kwargs: Any) -> None:
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._stop: trio.Event | None = None
-        self._producer: Producer | None = None
-        self._thread = threading.Thread(
-            target=trio.run, args=(self._main, host, port, kwargs), daemon=True
-        )
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise self._error
-
-    async def _main(self, host: str, port: int, kwargs: dict[str, Any]) -> None:
-        try:
-            async with open_producer(host, port, **kwargs) as producer:
-                self._producer = producer
-                self._stop = trio.Event()
-                self._token = trio.lowlevel.current_trio_token()
-                self._ready.set()
-                await self._stop.wait()
-        except BaseException as exc:
-            self._error = exc
-            self._ready.set()
-
-    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return trio.from_thread.run(fn, *args, trio_token=self._token)
-
-    def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
-        assert self._producer is not None
-        result: SendResult = self._call(self._producer.send, message, timeout_s)
-        return result
-
-    def send_batch(self, messages: Sequence[Message], timeout_s: float | None = None) -> SendResult:
-        assert self._producer is not None
-        result: SendResult = self._call(self._producer.send_batch, messages, timeout_s)
-        return result
-
-    def send_oneway(self, message: Message) -> None:
-        assert self._producer is not None
-        self._call(self._producer.send_oneway, message)
-
-    def close(self) -> None:
-        if self._stop is not None and self._thread.is_alive():
-            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-        self._thread.join()
-
-    def __enter__(self) -> BlockingProducer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
