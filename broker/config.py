@@ -108,6 +108,8 @@ class BrokerConfig:
     #: startAcceptSendRequestTimeStamp); 0 accepts at once
     start_accept_send_request_time_stamp: int = 0
     default_topic_queue_nums: int = 8
+    #: ms after its last renewal that an orderly consumer's queue lock expires
+    rebalance_lock_max_live_time: int = 60_000
     #: how often changed consumer offsets are written to config/consumerOffset.json
     flush_consumer_offset_interval_ms: int = 5000
     region_id: str = "DefaultRegion"
@@ -143,6 +145,7 @@ class BrokerConfig:
             "auto_create_topic_max_num",
             "auto_create_subscription_group_max_num",
             "flush_consumer_offset_interval_ms",
+            "rebalance_lock_max_live_time",
             "max_inflight_per_connection",
             "max_connections",
             "idle_timeout_s",

@@ -15,6 +15,7 @@ from broker.consumer_manager import ConsumerManager
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.long_polling import PullWaiters
 from broker.read_budget import ReadBudget
+from broker.rebalance_lock import RebalanceLockManager
 from store.consume_service import ConsumeService
 from store.message import MessageExtBrokerInner, PutMessageResult
 
@@ -65,6 +66,8 @@ class BrokerContext:
     offsets: ConsumerOffsetManager = field(default_factory=lambda: ConsumerOffsetManager(None))
     consumers: ConsumerManager = field(default_factory=ConsumerManager)
     pull_waiters: PullWaiters = field(default_factory=PullWaiters)
+    #: the queue locks of orderly consumers (LOCK_BATCH_MQ)
+    locks: RebalanceLockManager = field(default_factory=RebalanceLockManager)
     #: partial frames held by every connection together (`max_buffered_bytes`)
     read_budget: ReadBudget = field(default_factory=lambda: ReadBudget(64 * 1024 * 1024))
 

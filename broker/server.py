@@ -34,6 +34,7 @@ from broker.processors.consumer import (
     SearchOffsetByTimestampProcessor,
     UpdateConsumerOffsetProcessor,
 )
+from broker.processors.lock import LockBatchMqProcessor, UnlockBatchMqProcessor
 from broker.processors.namesrv import (
     GetBrokerClusterInfoProcessor,
     GetRouteInfoProcessor,
@@ -44,6 +45,7 @@ from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
 from broker.processors.send_back import ConsumerSendMsgBackProcessor
 from broker.read_budget import ReadBudget
+from broker.rebalance_lock import RebalanceLockManager
 from broker.resources import bind_error, raise_open_files_limit
 from broker.schedule import ScheduleMessageService
 from broker.store_metrics import serving_metrics, timed_flusher
@@ -85,6 +87,8 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupProcessor(),
             RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackProcessor(),
             RequestCode.TRIGGER_DELETE_FILES: DeleteExpiredCommitLogProcessor(),
+            RequestCode.LOCK_BATCH_MQ: LockBatchMqProcessor(),
+            RequestCode.UNLOCK_BATCH_MQ: UnlockBatchMqProcessor(),
         }
     )
     table.update(namesrv_processors())
@@ -268,6 +272,7 @@ async def serve(
         )
         broker = BrokerContext(config, store, topics, groups, store_host, metrics)
         broker.read_budget = ReadBudget(config.max_buffered_bytes)
+        broker.locks = RebalanceLockManager(config.rebalance_lock_max_live_time / 1000)
         _consume_side(broker, store, root)
         server = BrokerServer(broker)
         server.addresses = addresses
@@ -277,7 +282,7 @@ async def serve(
             await background.start(
                 broker.offsets.run, config.flush_consumer_offset_interval_ms / 1000
             )
-            await background.start(broker.consumers.run_housekeeping)
+            await background.start(broker.consumers.run_housekeeping, broker.locks.expire)
             schedule = ScheduleMessageService(broker, root / "config")
             schedule.load()
             await background.start(schedule.run)
