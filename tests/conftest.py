@@ -14,10 +14,15 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import settings
 
 from broker.client import Producer, open_producer
 from broker.config import BrokerConfig, build_config
 from broker.server import BrokerServer, serve
+
+# Time per example is no finding on a shared, loaded machine: speeds belong in bench/.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 #: small segments so rollover happens in tests, still far above one message
 TEST_SEGMENT_SIZE = 1 << 20

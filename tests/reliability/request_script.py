@@ -206,6 +206,21 @@ def _heartbeat_body(src: Source, memory: Memory) -> bytes:
     return json.dumps(body).encode()
 
 
+def _lock_body(src: Source, memory: Memory) -> bytes:
+    queue: dict[str, Any] = {
+        "topic": pick(src, TOPICS[:3]),
+        "brokerName": "broker-a",
+        "queueId": src.ConsumeIntInRange(-1, 4),
+    }
+    body: dict[str, Any] = {
+        "consumerGroup": pick(src, GROUPS[:2]),
+        "clientId": pick(src, CLIENTS[:2]),
+        "mqSet": [queue] * src.ConsumeIntInRange(0, 3),
+    }
+    _mutate(src, memory, pick(src, (body, queue)))
+    return json.dumps(body).encode()
+
+
 def _fields_and_body(src: Source, memory: Memory, code: int) -> tuple[dict[str, Any], bytes | None]:
     if code in (
         RequestCode.SEND_MESSAGE,
@@ -230,6 +245,8 @@ def _fields_and_body(src: Source, memory: Memory, code: int) -> tuple[dict[str, 
         return _pull_fields(src), None
     if code == RequestCode.HEART_BEAT:
         return {}, _heartbeat_body(src, memory)
+    if code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
+        return {}, _lock_body(src, memory)
     group, topic, queue = (
         pick(src, GROUPS[:2]),
         pick(src, TOPICS[:3]),
@@ -289,6 +306,8 @@ CODES = (
     RequestCode.GET_BROKER_CLUSTER_INFO,
     RequestCode.UNREGISTER_CLIENT,
     RequestCode.TRIGGER_DELETE_FILES,
+    RequestCode.LOCK_BATCH_MQ,
+    RequestCode.UNLOCK_BATCH_MQ,
     RequestCode.VIEW_MESSAGE_BY_ID,
     RequestCode.END_TRANSACTION,
 )
