@@ -34,6 +34,7 @@ from broker.processors.consumer import (
     SearchOffsetByTimestampProcessor,
     UpdateConsumerOffsetProcessor,
 )
+from broker.processors.end_transaction import EndTransactionProcessor
 from broker.processors.lock import LockBatchMqProcessor, UnlockBatchMqProcessor
 from broker.processors.namesrv import (
     GetBrokerClusterInfoProcessor,
@@ -52,6 +53,7 @@ from broker.store_metrics import serving_metrics, timed_flusher
 from broker.subscription_group import SubscriptionGroupManager
 from broker.tls import shared_acceptor
 from broker.topic_config import TopicConfigManager
+from broker.transaction import TransactionService
 from protocol.codes import RequestCode
 from store.message_store import DefaultMessageStore
 
@@ -87,6 +89,7 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupProcessor(),
             RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackProcessor(),
             RequestCode.TRIGGER_DELETE_FILES: DeleteExpiredCommitLogProcessor(),
+            RequestCode.END_TRANSACTION: EndTransactionProcessor(),
             RequestCode.LOCK_BATCH_MQ: LockBatchMqProcessor(),
             RequestCode.UNLOCK_BATCH_MQ: UnlockBatchMqProcessor(),
         }
@@ -157,6 +160,7 @@ class BrokerServer:
             finally:
                 self.connections.discard(connection)
                 self.broker.consumers.connection_closed(connection.conn_id)
+                self.broker.producers.connection_closed(connection.conn_id)
                 if self._draining and not self.connections:
                     self._all_closed.set()
                 await trio.aclose_forcefully(stream)
@@ -282,7 +286,11 @@ async def serve(
             await background.start(
                 broker.offsets.run, config.flush_consumer_offset_interval_ms / 1000
             )
-            await background.start(broker.consumers.run_housekeeping, broker.locks.expire)
+            await background.start(
+                broker.consumers.run_housekeeping, broker.locks.expire, broker.producers.expire
+            )
+            broker.transactions = TransactionService(broker)
+            await background.start(broker.transactions.run)
             schedule = ScheduleMessageService(broker, root / "config")
             schedule.load()
             await background.start(schedule.run)
@@ -297,6 +305,7 @@ def _consume_side(broker: BrokerContext, store: DefaultMessageStore, root: Path)
     broker.offsets = ConsumerOffsetManager(root / "config")
     broker.offsets.load()
     broker.heartbeat_listeners.append(broker.consumers.on_heartbeat)
+    broker.heartbeat_listeners.append(broker.producers.on_heartbeat)
     if store.consume is not None:
         store.consume.add_listener(broker.pull_waiters.on_arrival)
 
