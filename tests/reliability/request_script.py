@@ -140,9 +140,9 @@ def _mutate(src: Source, memory: Memory, fields: dict[str, Any]) -> dict[str, An
 
 
 def _send_fields(src: Source, memory: Memory, batch: bool) -> dict[str, Any]:
-    properties = pick(
-        src, ("TAGS\x01t\x02KEYS\x01k", "DELAY\x01" + str(src.ConsumeIntInRange(0, 20)), "")
-    )
+    delay = "DELAY\x01" + str(src.ConsumeIntInRange(0, 20))
+    half = "TRAN_MSG\x01true\x02PGROUP\x01pg"
+    properties = pick(src, ("TAGS\x01t\x02KEYS\x01k", delay, half, ""))
     return {
         "a": "pg",
         "b": pick(src, TOPICS[:2]),
@@ -281,6 +281,13 @@ def _fields_and_body(src: Source, memory: Memory, code: int) -> tuple[dict[str, 
             "maxReconsumeTimes": str(src.ConsumeIntInRange(0, 17)),
         },
         RequestCode.GET_ROUTEINFO_BY_TOPIC: {"topic": topic},
+        RequestCode.END_TRANSACTION: {
+            "producerGroup": "pg",
+            "tranStateTableOffset": str(pick(src, memory.queue_offsets)),
+            "commitLogOffset": str(pick(src, memory.physical_offsets)),
+            "commitOrRollback": pick(src, ("8", "12", "0")),
+            "fromTransactionCheck": pick(src, ("false", "true")),
+        },
         RequestCode.UNREGISTER_CLIENT: {"clientID": pick(src, CLIENTS[:2]), "consumerGroup": group},
     }
     return templates.get(code, {}), None
