@@ -22,15 +22,26 @@ from dataclasses import dataclass
 from itertools import accumulate, pairwise
 from typing import Any, Final
 
-from store.format import (
+from store.format import CommitLogRecord, RecordFormatError, locate_record, record_step
+from store.layout import (
+    FIELD_BODY_CRC,
+    FIELD_BORN_HOST,
+    FIELD_BORN_TIMESTAMP,
+    FIELD_FLAG,
+    FIELD_PHYSICAL_OFFSET,
+    FIELD_PREPARED_TRANSACTION_OFFSET,
+    FIELD_QUEUE_ID,
+    FIELD_QUEUE_OFFSET,
+    FIELD_RECONSUME_TIMES,
+    FIELD_STORE_HOST,
+    FIELD_STORE_TIMESTAMP,
+    FIELD_SYS_FLAG,
+    FIELD_TOTAL_SIZE,
+    HEADER_FIELDS,
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE,
     SIZE_MAGIC,
     Buffer,
-    CommitLogRecord,
-    RecordFormatError,
-    locate_record,
-    record_step,
 )
 from store.message import decode_host
 
@@ -331,8 +342,9 @@ def _decode_pure(
     for pos in positions:
         offset = base + pos
         header, fields, topic_pos, props_pos, props_len = locate_record(buf, pos, offset, limit)
-        if fields[6] != offset:
-            raise RecordFormatError(offset, f"physical offset field {fields[6]}")
+        physical = fields[FIELD_PHYSICAL_OFFSET]
+        if physical != offset:
+            raise RecordFormatError(offset, f"physical offset field {physical}")
         topic = bytes(buf[topic_pos + 1 : props_pos])
         if wanted is not None and topic not in wanted:
             continue
@@ -341,27 +353,27 @@ def _decode_pure(
         props_col.append(bytes(buf[props_pos + 2 : props_pos + 2 + props_len]))
         if need_body:
             bodies.append(bytes(buf[pos + header.size : topic_pos]))
-    cols: list[Sequence[Any]] = list(zip(*headers, strict=True)) or [()] * 15
+    cols: list[Sequence[Any]] = list(zip(*headers, strict=True)) or [()] * len(HEADER_FIELDS)
     crc_ok = None
     if verify_crc:
         crc_ok = [
             (zlib.crc32(body) & 0x7FFFFFFF) == stored
-            for body, stored in zip(bodies, cols[2], strict=True)
+            for body, stored in zip(bodies, cols[FIELD_BODY_CRC], strict=True)
         ]
     return RecordColumns(
-        physical_offset=cols[6],
-        total_size=cols[0],
-        body_crc=cols[2],
-        queue_id=cols[3],
-        flag=cols[4],
-        queue_offset=cols[5],
-        sys_flag=cols[7],
-        born_timestamp=cols[8],
-        born_host=Packed.of(list(cols[9])),
-        store_timestamp=cols[10],
-        store_host=Packed.of(list(cols[11])),
-        reconsume_times=cols[12],
-        prepared_transaction_offset=cols[13],
+        physical_offset=cols[FIELD_PHYSICAL_OFFSET],
+        total_size=cols[FIELD_TOTAL_SIZE],
+        body_crc=cols[FIELD_BODY_CRC],
+        queue_id=cols[FIELD_QUEUE_ID],
+        flag=cols[FIELD_FLAG],
+        queue_offset=cols[FIELD_QUEUE_OFFSET],
+        sys_flag=cols[FIELD_SYS_FLAG],
+        born_timestamp=cols[FIELD_BORN_TIMESTAMP],
+        born_host=Packed.of(list(cols[FIELD_BORN_HOST])),
+        store_timestamp=cols[FIELD_STORE_TIMESTAMP],
+        store_host=Packed.of(list(cols[FIELD_STORE_HOST])),
+        reconsume_times=cols[FIELD_RECONSUME_TIMES],
+        prepared_transaction_offset=cols[FIELD_PREPARED_TRANSACTION_OFFSET],
         topic=Packed.of(topic_col),
         properties=Packed.of(props_col),
         body=Packed.of(bodies) if include_body else None,

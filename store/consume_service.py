@@ -17,8 +17,9 @@ import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
-from store.format import SYSFLAG_POS, CommitLogRecord, EncodedBatch, store_timestamp_pos
+from store.format import CommitLogRecord, EncodedBatch
 from store.get_message import GetMessageResult, TagFilter, get_message
+from store.layout import SYSFLAG_POS, store_timestamp_pos
 from store.lookup import read_record_at
 from store.message import BORNHOST_V6_FLAG
 from store.open_files import DEFAULT_CAPACITY

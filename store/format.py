@@ -1,24 +1,8 @@
-"""The commit-log record layout of RocketMQ 4.9 (`CommitLog.DefaultAppendMessageCallback`,
+"""The commit-log record of RocketMQ 4.9 (`CommitLog.DefaultAppendMessageCallback`,
 `CommitLog.checkMessageAndReturnSize`, `MessageDecoder`): encode, decode, validate.
 
-Owns bytes only: no files, no clock. All integers big-endian signed. Layout (IPv4 hosts, b = s = 8;
-an IPv6 host is 20 bytes and shifts every later field):
-
-    0   TOTALSIZE            int32
-    4   MAGICCODE            int32   MESSAGE_MAGIC_CODE
-    8   BODYCRC              int32   zlib.crc32(body) & 0x7FFFFFFF
-    12  QUEUEID              int32
-    16  FLAG                 int32
-    20  QUEUEOFFSET          int64   patched by the writer
-    28  PHYSICALOFFSET       int64   patched by the writer
-    36  SYSFLAG              int32
-    40  BORNTIMESTAMP        int64
-    48  BORNHOST             b bytes (address + int32 port)
-    48+b STORETIMESTAMP      int64   patched by the writer
-    56+b STOREHOSTADDRESS    s bytes
-    56+b+s RECONSUMETIMES    int32
-    60+b+s PREPARED TX OFFSET int64
-    68+b+s BODY length int32, body; TOPIC length int8, topic; PROPERTIES length int16, properties
+Owns bytes only: no files, no clock. The layout itself (magic codes, structs, field positions)
+is `store.layout`.
 """
 
 from __future__ import annotations
@@ -28,8 +12,43 @@ import struct
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any
 
+from store.layout import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_POS,
+    FIELD_BODY_CRC,
+    FIELD_BODY_LENGTH,
+    FIELD_BORN_HOST,
+    FIELD_BORN_TIMESTAMP,
+    FIELD_FLAG,
+    FIELD_MAGIC,
+    FIELD_PHYSICAL_OFFSET,
+    FIELD_PREPARED_TRANSACTION_OFFSET,
+    FIELD_QUEUE_ID,
+    FIELD_QUEUE_OFFSET,
+    FIELD_RECONSUME_TIMES,
+    FIELD_STORE_HOST,
+    FIELD_STORE_TIMESTAMP,
+    FIELD_SYS_FLAG,
+    FIELD_TOTAL_SIZE,
+    HEADER_STRUCTS,
+    HEADER_V4,
+    INT32,
+    INT64,
+    MAGIC_BYTES,
+    MAGIC_POS,
+    MAX_PROPERTIES_BYTES,
+    MAX_TOPIC_BYTES,
+    MESSAGE_MAGIC_CODE,
+    MIN_RECORD_SIZE,
+    PHYSICALOFFSET_POS,
+    RECORD_OVERHEAD_BYTES,
+    SIZE_MAGIC,
+    SYSFLAG_POS,
+    Buffer,
+    cal_msg_length,
+)
 from store.message import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,
@@ -40,96 +59,6 @@ from store.message import (
     message_tags_code,
 )
 from store.status import AppendMessageStatus
-
-Buffer = bytes | bytearray | memoryview | mmap.mmap
-
-MESSAGE_MAGIC_CODE: Final = -626843481  # 0xDAA320A7
-MESSAGE_MAGIC_CODE_V2: Final = -626843477  # 5.x, int16 topic length; recognised, never written
-BLANK_MAGIC_CODE: Final = -875286124  # 0xCBD43194
-END_FILE_MIN_BLANK_LENGTH: Final = 8
-MAX_TOPIC_BYTES: Final = 127
-MAX_PROPERTIES_BYTES: Final = 32767
-RECORD_OVERHEAD_BYTES: Final = 64 * 1024  # a record may exceed max_message_size by this much
-
-MAGIC_BYTES: Final = struct.pack(">i", MESSAGE_MAGIC_CODE)
-BLANK_RECORD_HEADER: Final = struct.Struct(">ii")  # TOTALSIZE, BLANK_MAGIC_CODE
-SIZE_MAGIC: Final = struct.Struct(">ii")
-INT32: Final = struct.Struct(">i")
-INT64: Final = struct.Struct(">q")
-QUEUE_AND_PHYSICAL_OFFSET: Final = struct.Struct(">qq")
-
-TOTALSIZE_POS: Final = 0
-MAGIC_POS: Final = 4
-BODYCRC_POS: Final = 8
-QUEUEID_POS: Final = 12
-FLAG_POS: Final = 16
-QUEUEOFFSET_POS: Final = 20
-PHYSICALOFFSET_POS: Final = 28
-SYSFLAG_POS: Final = 36
-BORNTIMESTAMP_POS: Final = 40
-BORNHOST_POS: Final = 48
-IPV4_HOST_SIZE: Final = 8
-IPV6_HOST_SIZE: Final = 20
-
-
-def _header_struct(born_size: int, store_size: int) -> struct.Struct:
-    return struct.Struct(
-        ">"
-        "i"  # TOTALSIZE
-        "i"  # MAGICCODE
-        "i"  # BODYCRC
-        "i"  # QUEUEID
-        "i"  # FLAG
-        "q"  # QUEUEOFFSET
-        "q"  # PHYSICALOFFSET
-        "i"  # SYSFLAG
-        "q"  # BORNTIMESTAMP
-        f"{born_size}s"  # BORNHOST
-        "q"  # STORETIMESTAMP
-        f"{store_size}s"  # STOREHOSTADDRESS
-        "i"  # RECONSUMETIMES
-        "q"  # PREPARED TRANSACTION OFFSET
-        "i"  # BODY length
-    )
-
-
-# Keyed by (born host is IPv6, store host is IPv6).
-HEADER_STRUCTS: Final = {
-    (b6, s6): _header_struct(
-        IPV6_HOST_SIZE if b6 else IPV4_HOST_SIZE, IPV6_HOST_SIZE if s6 else IPV4_HOST_SIZE
-    )
-    for b6 in (False, True)
-    for s6 in (False, True)
-}
-HEADER_V4: Final = HEADER_STRUCTS[(False, False)]
-assert HEADER_V4.size == 88  # 68 + b + s, then the int32 body length (b = s = 8)
-assert struct.calcsize(">iiiiiqq") == SYSFLAG_POS
-
-
-def host_sizes(sys_flag: int) -> tuple[int, int]:
-    """(born host size, store host size) selected by sysFlag bits 4 and 5."""
-    born = IPV6_HOST_SIZE if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_SIZE
-    store = IPV6_HOST_SIZE if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_SIZE
-    return born, store
-
-
-def store_timestamp_pos(sys_flag: int) -> int:
-    return BORNHOST_POS + host_sizes(sys_flag)[0]
-
-
-def cal_msg_length(
-    sys_flag: int, body_length: int, topic_length: int, properties_length: int
-) -> int:
-    """RocketMQ `calMsgLength`: 75 + b + s + B + T + P (91 + B + T + P for IPv4 hosts)."""
-    born, store = host_sizes(sys_flag)
-    return 75 + born + store + max(body_length, 0) + topic_length + max(properties_length, 0)
-
-
-MIN_RECORD_SIZE: Final = cal_msg_length(0, 0, 0, 0)  # empty body, topic and properties
-
-
-def body_crc(body: bytes) -> int:
-    return zlib.crc32(body) & 0x7FFFFFFF
 
 
 @dataclass(slots=True)  # not frozen: built once per put on the hot path, never mutated
@@ -327,12 +256,12 @@ def locate_record(
     if pos + header.size > limit:
         raise RecordFormatError(offset, "header runs past the end")
     f = header.unpack_from(buf, pos)
-    total, magic = f[0], f[1]
+    total, magic = f[FIELD_TOTAL_SIZE], f[FIELD_MAGIC]
     if magic != MESSAGE_MAGIC_CODE:
         raise RecordFormatError(offset, f"bad magic code {magic & 0xFFFFFFFF:#010x}")
     if total < header.size + 3 or pos + total > limit:
         raise RecordFormatError(offset, f"total size {total} out of bounds")
-    body_len = f[14]
+    body_len = f[FIELD_BODY_LENGTH]
     topic_pos = pos + header.size + body_len
     if body_len < 0 or topic_pos + 3 > pos + total:
         raise RecordFormatError(offset, f"body length {body_len} out of bounds")
@@ -362,23 +291,23 @@ def decode_record(
     )
     body_start = pos + header.size
     body = bytes(buf[body_start:topic_pos]) if include_body or verify_crc else None
-    crc = f[2]
+    crc = f[FIELD_BODY_CRC]
     crc_ok = (zlib.crc32(body or b"") & 0x7FFFFFFF) == crc if verify_crc else None
-    born, store = f[9], f[11]
+    born, store = f[FIELD_BORN_HOST], f[FIELD_STORE_HOST]
     return CommitLogRecord(
-        physical_offset=f[6],
-        total_size=f[0],
+        physical_offset=f[FIELD_PHYSICAL_OFFSET],
+        total_size=f[FIELD_TOTAL_SIZE],
         topic=bytes(buf[topic_pos + 1 : props_pos]).decode(errors="replace"),
-        queue_id=f[3],
-        queue_offset=f[5],
-        flag=f[4],
-        sys_flag=f[7],
-        born_timestamp=f[8],
+        queue_id=f[FIELD_QUEUE_ID],
+        queue_offset=f[FIELD_QUEUE_OFFSET],
+        flag=f[FIELD_FLAG],
+        sys_flag=f[FIELD_SYS_FLAG],
+        born_timestamp=f[FIELD_BORN_TIMESTAMP],
         born_host=decode_host(born),
-        store_timestamp=f[10],
+        store_timestamp=f[FIELD_STORE_TIMESTAMP],
         store_host=decode_host(store),
-        reconsume_times=f[12],
-        prepared_transaction_offset=f[13],
+        reconsume_times=f[FIELD_RECONSUME_TIMES],
+        prepared_transaction_offset=f[FIELD_PREPARED_TRANSACTION_OFFSET],
         body_crc=crc,
         crc_ok=crc_ok,
         properties=bytes(buf[props_pos + 2 : props_pos + 2 + props_len]).decode(errors="replace"),
