@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 from bench._common import peak_rss_mib, report
 from pipeline import columnar, splits
 from pipeline.schema import spark_schema
-from store import format, layout
+from store import encode, layout
 from store.checkpoint import FlushOffsetFile
 from store.message import MessageExtBrokerInner
 from store.reader import CommitLogReader
@@ -59,7 +59,7 @@ def templates() -> list[bytes]:
             born_timestamp=1_700_000_000_000 + index,
             born_host=("10.0.0.2", 40000 + index % 16),
         )
-        encoded = format.encode_record(msg, 1_700_000_000_500, 1 << 22)
+        encoded = encode.encode_record(msg, 1_700_000_000_500, 1 << 22)
         assert isinstance(encoded, tuple)
         out.append(encoded[0])
     return out

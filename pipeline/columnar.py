@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from pipeline.schema import ARROW_SCHEMA
 from store.columns import Packed, RecordColumns, decode_columns, walk
-from store.format import RecordFormatError
+from store.decode import RecordFormatError
 from store.message import decode_host, offset_msg_id
 
 # Spark pays a fixed cost per Arrow batch (measured: 2k-row batches scan at 0.6x the rate of 64k

@@ -23,8 +23,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from pipeline import columnar
-from store import format, layout
-from store.format import RecordFormatError
+from store import decode, layout
+from store.decode import RecordFormatError
 from store.layout import Buffer
 from store.reader import CommitLogReader
 from store.segment_view import open_segment
@@ -150,7 +150,7 @@ def _hop_to_cuts(data: Buffer, base: int, cuts: list[int], end: int) -> list[int
             size, magic = unpack(data, pos) if pos + 8 <= size_limit else (0, 0)
             if not (magic == magic_code and min_size <= size <= size_limit - pos):
                 try:
-                    size = format.record_step(data, pos, base + pos, size_limit)
+                    size = decode.record_step(data, pos, base + pos, size_limit)
                 except RecordFormatError:
                     return found + [RESYNC] * (len(cuts) - len(found))
                 if size == 0:  # BLANK: no record after it in this segment

@@ -1,8 +1,8 @@
 """Finding records in a segment and decoding a run of them column by column.
 
 Owns the one decoder of stored records that every reader uses: `walk` hops record headers
-(TOTALSIZE and MAGICCODE, by `format.record_step`'s rules) and returns where the records lie;
-`decode_columns` validates a run of them (`format.locate_record`'s rules plus the record's own
+(TOTALSIZE and MAGICCODE, by `decode.record_step`'s rules) and returns where the records lie;
+`decode_columns` validates a run of them (`decode.locate_record`'s rules plus the record's own
 offset in PHYSICALOFFSET) and returns one column per field. `CommitLogReader.iter_records` turns
 those columns into `CommitLogRecord`s; the Spark source turns them into Arrow arrays.
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from itertools import accumulate, pairwise
 from typing import Any, Final
 
-from store.format import CommitLogRecord, RecordFormatError, locate_record, record_step
+from store.decode import CommitLogRecord, RecordFormatError, locate_record, record_step
 from store.layout import (
     FIELD_BODY_CRC,
     FIELD_BORN_HOST,

@@ -1,7 +1,7 @@
 """The numpy path of `store.columns.decode_columns`: a run of records in a handful of gathers.
 
 Owns nothing of the format: the header dtypes are derived from `store.layout`'s structs and every
-check mirrors `format.locate_record`. Imported only by `decode_columns`, on first use, so the store
+check mirrors `decode.locate_record`. Imported only by `decode_columns`, on first use, so the store
 runs without numpy. Returns None for a run it does not take (host layouts mixed, a field over
 int32 offsets, or any record failing a check): the pure path then decodes it, or raises.
 """

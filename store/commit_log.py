@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from store.allocate import AllocateMappedFileService
-from store.format import EncodedBatch
+from store.encode import EncodedBatch
 from store.layout import (
     BLANK_MAGIC_CODE,
     BLANK_RECORD_HEADER,

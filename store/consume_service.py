@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
+from store.decode import CommitLogRecord
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
-from store.format import CommitLogRecord, EncodedBatch
+from store.encode import EncodedBatch
 from store.get_message import GetMessageResult, TagFilter, get_message
 from store.layout import SYSFLAG_POS, store_timestamp_pos
 from store.lookup import read_record_at

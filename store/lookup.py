@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from store.format import CommitLogRecord, RecordFormatError, decode_record
+from store.decode import CommitLogRecord, RecordFormatError, decode_record
 from store.layout import (
     INT64,
     MESSAGE_MAGIC_CODE,

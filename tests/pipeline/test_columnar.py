@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pipeline import columnar
 from pipeline.schema import ARROW_SCHEMA
-from store import format, layout
+from store import decode, layout
 from store.message import (
     COMPRESSED_FLAG,
     TRANSACTION_COMMIT_TYPE,
@@ -47,7 +47,7 @@ def decode_all(
 
 
 def expected_row(data: bytearray, pos: int, base: int) -> dict[str, object]:
-    rec = format.decode_record(bytes(data), pos, base_offset=base)
+    rec = decode.decode_record(bytes(data), pos, base_offset=base)
     return {
         "physical_offset": rec.physical_offset,
         "size": rec.total_size,

@@ -11,7 +11,7 @@ import trio
 from pipeline import columnar, splits
 from pipeline.schema import ARROW_SCHEMA
 from pipeline.source import snap_to_record
-from store import format, layout
+from store import encode, layout
 from store.message_store import DefaultMessageStore
 from tests.pipeline import stores
 
@@ -25,7 +25,7 @@ async def _write_with_forged_image(root: str) -> tuple[int, list[stores.Put]]:
     async with DefaultMessageStore.open(stores.config(root)) as store:
         puts = await stores.put_all(store, [stores.message(i) for i in range(3)])
         landing = store.max_offset + layout.HEADER_V4.size
-        encoded = format.encode_record(stores.message(7, topic="forged"), 0, 1 << 20)
+        encoded = encode.encode_record(stores.message(7, topic="forged"), 0, 1 << 20)
         assert isinstance(encoded, tuple)
         image = bytearray(encoded[0])
         layout.INT64.pack_into(image, layout.PHYSICALOFFSET_POS, landing)

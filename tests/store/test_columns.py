@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import format, layout
+from store import decode, encode, layout
 from store.columns import RecordColumns, decode_columns, walk
-from store.format import RecordFormatError
+from store.decode import RecordFormatError
 from store.message import (
     COMPRESSED_FLAG,
     TRANSACTION_PREPARED_TYPE,
@@ -71,7 +71,7 @@ def build_segment(
     starts: list[int] = []
     pos = 0
     for queue_offset, msg in enumerate(msgs):
-        encoded = format.encode_record(msg, 1_700_000_001_000 + queue_offset, 1 << 22)
+        encoded = encode.encode_record(msg, 1_700_000_001_000 + queue_offset, 1 << 22)
         assert not isinstance(encoded, AppendMessageStatus)
         record = bytearray(encoded[0])
         if pos + len(record) + layout.END_FILE_MIN_BLANK_LENGTH > size:
@@ -148,7 +148,7 @@ def test_columns_equal_decode_record_in_both_paths() -> None:
     msgs = [message(i) for i in range(1, 30)]
     data, starts = build_segment(msgs, base=SEGMENT * 3)
     cols = both_paths(data, starts, base=SEGMENT * 3)
-    expected = [format.decode_record(data, p, base_offset=SEGMENT * 3) for p in starts]
+    expected = [decode.decode_record(data, p, base_offset=SEGMENT * 3) for p in starts]
     records = list(decode_columns(data, starts, base=SEGMENT * 3).records())
     assert records == expected
     assert cols["topic"] == [m.topic.encode() for m in msgs]
@@ -168,7 +168,7 @@ def test_mixed_host_layouts_go_to_the_pure_path() -> None:
     data, starts = build_segment(msgs)
     assert fast_decode(data, starts) is None
     records = list(decode_columns(data, starts).records())
-    assert records == [format.decode_record(data, p) for p in starts]
+    assert records == [decode.decode_record(data, p) for p in starts]
     assert records[1].born_host == ("::1", 5000) and records[2].store_host == ("fe80::1", 10911)
     v6 = [message(i, store_host=("fe80::1", 9), born_host=("::2", 7)) for i in range(6)]
     data, starts = build_segment(v6)

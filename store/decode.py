@@ -1,8 +1,10 @@
-"""The commit-log record of RocketMQ 4.9 (`CommitLog.DefaultAppendMessageCallback`,
-`CommitLog.checkMessageAndReturnSize`, `MessageDecoder`): encode, decode, validate.
+"""The readers' decoder of commit-log records (RocketMQ 4.9 `CommitLog.checkMessageAndReturnSize`,
+`MessageDecoder`): validate the records `store.layout` describes and turn them into
+`CommitLogRecord`s.
 
-Owns bytes only: no files, no clock. The layout itself (magic codes, structs, field positions)
-is `store.layout`.
+Owns bytes only: no files, no clock. `locate_record` is the one definition of a well-formed
+record and `build_record` the one place a `CommitLogRecord` is made; the column decoder
+(`store.columns`) keeps to both.
 """
 
 from __future__ import annotations
@@ -11,12 +13,10 @@ import mmap
 import struct
 import zlib
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from store.layout import (
     BLANK_MAGIC_CODE,
-    BORNHOST_POS,
     FIELD_BODY_CRC,
     FIELD_BODY_LENGTH,
     FIELD_BORN_HOST,
@@ -38,149 +38,15 @@ from store.layout import (
     INT64,
     MAGIC_BYTES,
     MAGIC_POS,
-    MAX_PROPERTIES_BYTES,
-    MAX_TOPIC_BYTES,
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE,
     PHYSICALOFFSET_POS,
-    RECORD_OVERHEAD_BYTES,
     SIZE_MAGIC,
     SYSFLAG_POS,
     Buffer,
     cal_msg_length,
 )
-from store.message import (
-    BORNHOST_V6_FLAG,
-    STOREHOSTADDRESS_V6_FLAG,
-    MessageExtBrokerInner,
-    decode_host,
-    encode_host,
-    enters_consume_queue,
-    message_tags_code,
-)
-from store.status import AppendMessageStatus
-
-
-@dataclass(slots=True)  # not frozen: built once per put on the hot path, never mutated
-class EncodedBatch:
-    """One or more consecutive records, encoded in the caller's task, ready for the writer.
-
-    `records` holds each record's (start, STORETIMESTAMP position) relative to `data`; the writer
-    patches QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP after copying `data` into a segment.
-    `topic`, `queue_id` and `tags_codes` (one per record) are what the consume queue needs, so
-    the dispatcher does not decode the records the writer has just encoded.
-    """
-
-    data: bytes
-    records: tuple[tuple[int, int], ...]
-    topic_queue_key: str
-    enters_consume_queue: bool
-    store_host_bytes: bytes
-    topic: str
-    queue_id: int
-    tags_codes: tuple[int, ...]
-
-    @property
-    def total_size(self) -> int:
-        return len(self.data)
-
-    @property
-    def msg_num(self) -> int:
-        return len(self.records)
-
-
-def encode_record(
-    msg: MessageExtBrokerInner, store_timestamp: int, max_message_size: int
-) -> tuple[bytes, int] | AppendMessageStatus:
-    """(record bytes with offsets 0, STORETIMESTAMP position) or why it cannot be stored.
-
-    PROPERTIES_SIZE_EXCEEDED: properties over 32767 UTF-8 bytes. MESSAGE_SIZE_EXCEEDED: body over
-    `max_message_size`, topic over 127 bytes, or the record over `max_message_size` + 64 KiB.
-    Raises ValueError for a host that is not an IP address (a broker bug, not peer input).
-    """
-    body = msg.body
-    topic_bytes = topic_field(msg.topic)
-    # A lone surrogate (legal in a JSON header) is stored as "?", as Java's getBytes(UTF_8) does.
-    properties = msg.properties_string.encode("utf-8", "replace")
-    if len(properties) > MAX_PROPERTIES_BYTES:
-        return AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
-    born, born_v6 = encode_host(msg.born_host)
-    store, store_v6 = encode_host(msg.store_host)
-    sys_flag = msg.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
-    sys_flag |= (BORNHOST_V6_FLAG if born_v6 else 0) | (STOREHOSTADDRESS_V6_FLAG if store_v6 else 0)
-    # cal_msg_length inlined: 75 + b + s + B + T + P, the topic field holding 1 + T bytes.
-    length = 74 + len(born) + len(store) + len(body) + len(topic_bytes) + len(properties)
-    too_long = len(body) > max_message_size or length > max_message_size + RECORD_OVERHEAD_BYTES
-    if too_long or len(topic_bytes) > MAX_TOPIC_BYTES + 1:
-        return AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
-    header = HEADER_STRUCTS[(born_v6, store_v6)].pack(
-        length,
-        MESSAGE_MAGIC_CODE,
-        zlib.crc32(body) & 0x7FFFFFFF,
-        msg.queue_id,
-        msg.flag,
-        0,
-        0,
-        sys_flag,
-        msg.born_timestamp,
-        born,
-        store_timestamp,
-        store,
-        msg.reconsume_times,
-        msg.prepared_transaction_offset,
-        len(body),
-    )
-    size = len(properties).to_bytes(2, "big")
-    return b"".join((header, body, topic_bytes, size, properties)), BORNHOST_POS + len(born)
-
-
-@lru_cache(maxsize=8192)
-def topic_field(topic: str) -> bytes:
-    """The TOPIC field: int8 length then UTF-8 (a length over 127 is refused by the caller)."""
-    encoded = topic.encode()
-    return bytes((min(len(encoded), 255),)) + encoded
-
-
-def encode_batch(
-    msgs: list[MessageExtBrokerInner], store_timestamp: int, max_message_size: int
-) -> EncodedBatch | AppendMessageStatus:
-    """Consecutive records of one topic and queue; the first failing record's status otherwise."""
-    first = msgs[0]
-    if len(msgs) == 1:
-        encoded = encode_record(first, store_timestamp, max_message_size)
-        if isinstance(encoded, AppendMessageStatus):
-            return encoded
-        return EncodedBatch(
-            encoded[0],
-            ((0, encoded[1]),),
-            f"{first.topic}-{first.queue_id}",
-            enters_consume_queue(first.sys_flag),
-            encode_host(first.store_host)[0],
-            first.topic,
-            first.queue_id,
-            (message_tags_code(first),),
-        )
-    parts: list[bytes] = []
-    records: list[tuple[int, int]] = []
-    position = 0
-    for msg in msgs:
-        encoded = encode_record(msg, store_timestamp, max_message_size)
-        if isinstance(encoded, AppendMessageStatus):
-            return encoded
-        data, ts_pos = encoded
-        parts.append(data)
-        records.append((position, position + ts_pos))
-        position += len(data)
-    return EncodedBatch(
-        data=parts[0] if len(parts) == 1 else b"".join(parts),
-        records=tuple(records),
-        topic_queue_key=f"{first.topic}-{first.queue_id}",
-        enters_consume_queue=enters_consume_queue(first.sys_flag),
-        store_host_bytes=encode_host(first.store_host)[0],
-        topic=first.topic,
-        queue_id=first.queue_id,
-        tags_codes=tuple(message_tags_code(msg) for msg in msgs),
-    )
+from store.message import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, decode_host
 
 
 class RecordFormatError(Exception):
@@ -213,6 +79,49 @@ class CommitLogRecord:
     crc_ok: bool | None
     properties: str
     body: bytes | None
+
+
+def build_record(  # noqa: PLR0917 (positional: a row of RecordColumns maps onto it)
+    physical_offset: int,
+    total_size: int,
+    body_crc: int,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_timestamp: int,
+    store_host: bytes,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    topic: bytes,
+    properties: bytes,
+    body: bytes | None,
+    crc_ok: bool | None,
+) -> CommitLogRecord:
+    """The one place a `CommitLogRecord` is made: from a record's stored fields, in the order of
+    `RecordColumns`. Hosts are the raw host fields; topic and properties raw UTF-8, decoded with
+    bad bytes replaced."""
+    return CommitLogRecord(
+        physical_offset=physical_offset,
+        total_size=total_size,
+        topic=topic.decode(errors="replace"),
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+        flag=flag,
+        sys_flag=sys_flag,
+        born_timestamp=born_timestamp,
+        born_host=decode_host(born_host),
+        store_timestamp=store_timestamp,
+        store_host=decode_host(store_host),
+        reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_transaction_offset,
+        body_crc=body_crc,
+        crc_ok=crc_ok,
+        properties=properties.decode(errors="replace"),
+        body=body,
+    )
 
 
 def record_step(buf: Buffer, pos: int, offset: int, limit: int) -> int:
@@ -289,29 +198,26 @@ def decode_record(
     header, f, topic_pos, props_pos, props_len = locate_record(
         buf, pos, base_offset + pos, len(buf) if limit is None else limit
     )
-    body_start = pos + header.size
-    body = bytes(buf[body_start:topic_pos]) if include_body or verify_crc else None
+    body = bytes(buf[pos + header.size : topic_pos]) if include_body or verify_crc else None
     crc = f[FIELD_BODY_CRC]
-    crc_ok = (zlib.crc32(body or b"") & 0x7FFFFFFF) == crc if verify_crc else None
-    born, store = f[FIELD_BORN_HOST], f[FIELD_STORE_HOST]
-    return CommitLogRecord(
-        physical_offset=f[FIELD_PHYSICAL_OFFSET],
-        total_size=f[FIELD_TOTAL_SIZE],
-        topic=bytes(buf[topic_pos + 1 : props_pos]).decode(errors="replace"),
-        queue_id=f[FIELD_QUEUE_ID],
-        queue_offset=f[FIELD_QUEUE_OFFSET],
-        flag=f[FIELD_FLAG],
-        sys_flag=f[FIELD_SYS_FLAG],
-        born_timestamp=f[FIELD_BORN_TIMESTAMP],
-        born_host=decode_host(born),
-        store_timestamp=f[FIELD_STORE_TIMESTAMP],
-        store_host=decode_host(store),
-        reconsume_times=f[FIELD_RECONSUME_TIMES],
-        prepared_transaction_offset=f[FIELD_PREPARED_TRANSACTION_OFFSET],
-        body_crc=crc,
-        crc_ok=crc_ok,
-        properties=bytes(buf[props_pos + 2 : props_pos + 2 + props_len]).decode(errors="replace"),
-        body=body if include_body else None,
+    return build_record(
+        f[FIELD_PHYSICAL_OFFSET],
+        f[FIELD_TOTAL_SIZE],
+        crc,
+        f[FIELD_QUEUE_ID],
+        f[FIELD_FLAG],
+        f[FIELD_QUEUE_OFFSET],
+        f[FIELD_SYS_FLAG],
+        f[FIELD_BORN_TIMESTAMP],
+        f[FIELD_BORN_HOST],
+        f[FIELD_STORE_TIMESTAMP],
+        f[FIELD_STORE_HOST],
+        f[FIELD_RECONSUME_TIMES],
+        f[FIELD_PREPARED_TRANSACTION_OFFSET],
+        bytes(buf[topic_pos + 1 : props_pos]),
+        bytes(buf[props_pos + 2 : props_pos + 2 + props_len]),
+        body if include_body else None,
+        (zlib.crc32(body or b"") & 0x7FFFFFFF) == crc if verify_crc else None,
     )
 
 
