@@ -3,8 +3,9 @@
 Owns the one decoder of stored records that every reader uses: `walk` hops record headers
 (TOTALSIZE and MAGICCODE, by `decode.record_step`'s rules) and returns where the records lie;
 `decode_columns` validates a run of them (`decode.locate_record`'s rules plus the record's own
-offset in PHYSICALOFFSET) and returns one column per field. `CommitLogReader.iter_records` turns
-those columns into `CommitLogRecord`s; the Spark source turns them into Arrow arrays.
+offset in PHYSICALOFFSET) and returns one column per field (`store.record_columns`).
+`CommitLogReader.iter_records` turns those columns into `CommitLogRecord`s; the Spark source
+turns them into Arrow arrays.
 
 `decode_columns` has two paths with the same results: pure Python (the store's own) and a
 vectorised one taken when numpy can be imported and the run shares one host layout. numpy is
@@ -16,13 +17,11 @@ the same error at the same record.
 from __future__ import annotations
 
 import zlib
-from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, pairwise
-from typing import Any, Final
+from typing import Any
 
-from store.decode import CommitLogRecord, RecordFormatError, locate_record, record_step
+from store.decode import RecordFormatError, locate_record, record_step
 from store.layout import (
     FIELD_BODY_CRC,
     FIELD_BORN_HOST,
@@ -43,9 +42,7 @@ from store.layout import (
     SIZE_MAGIC,
     Buffer,
 )
-from store.message import decode_host
-
-MAX_RUN_BYTES: Final = (1 << 31) - 1  # Packed offsets are int32, as Arrow's are
+from store.record_columns import Packed, RecordColumns
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,172 +100,6 @@ def walk(
         sizes.append(size)
         pos += size
     return Walk(positions, sizes, pos, False)
-
-
-class Packed:
-    """Variable-length fields back to back: field i is `data[offsets[i]:offsets[i + 1]]`.
-
-    `offsets` holds len + 1 int32 values (an `array('i')`, or a numpy array on the fast path), in
-    the layout of Arrow's binary arrays. Built from a list of fields (`of`), both are computed on
-    first use, so a reader that wants the fields one by one never copies them twice.
-    """
-
-    __slots__ = ("_data", "_items", "_offsets")
-
-    def __init__(self, offsets: Sequence[int], data: bytes) -> None:
-        self._offsets: Sequence[int] | None = offsets
-        self._data: bytes | None = data
-        self._items: list[bytes] | None = None
-
-    @classmethod
-    def of(cls, items: list[bytes]) -> Packed:
-        packed = cls((), b"")
-        packed._offsets, packed._data, packed._items = None, None, items
-        return packed
-
-    @property
-    def offsets(self) -> Sequence[int]:
-        if self._offsets is None:
-            assert self._items is not None
-            self._offsets = array("i", accumulate(map(len, self._items), initial=0))
-        return self._offsets
-
-    @property
-    def data(self) -> bytes:
-        if self._data is None:
-            assert self._items is not None
-            self._data = b"".join(self._items)
-        return self._data
-
-    def __len__(self) -> int:
-        return len(self._items) if self._items is not None else len(self.offsets) - 1
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Packed):
-            return NotImplemented
-        return self.tolist() == other.tolist()
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Packed({self.tolist()!r})"
-
-    def tolist(self) -> list[bytes]:
-        if self._items is not None:
-            return list(self._items)
-        bounds = [int(o) for o in self.offsets]
-        data = self.data
-        return [data[a:b] for a, b in pairwise(bounds)]
-
-
-@dataclass(frozen=True, slots=True)
-class RecordColumns:
-    """A run of records, one column per field, in record order.
-
-    Integer columns are lists, or numpy arrays of the field's width on the fast path. Hosts are
-    the raw host fields (address + int32 port, 8 or 20 bytes); topic and properties raw UTF-8.
-    `body` is None unless asked for; `crc_ok` is None unless the CRC was verified.
-    """
-
-    physical_offset: Sequence[int]
-    total_size: Sequence[int]
-    body_crc: Sequence[int]
-    queue_id: Sequence[int]
-    flag: Sequence[int]
-    queue_offset: Sequence[int]
-    sys_flag: Sequence[int]
-    born_timestamp: Sequence[int]
-    born_host: Packed
-    store_timestamp: Sequence[int]
-    store_host: Packed
-    reconsume_times: Sequence[int]
-    prepared_transaction_offset: Sequence[int]
-    topic: Packed
-    properties: Packed
-    body: Packed | None
-    crc_ok: Sequence[bool] | None
-
-    def __len__(self) -> int:
-        return len(self.physical_offset)
-
-    def to_pydict(self) -> dict[str, list[Any] | None]:
-        """Every column as a list of Python values (None for a column not produced)."""
-        return {name: _pylist(getattr(self, name)) for name in _COLUMNS}
-
-    def records(self) -> Iterator[CommitLogRecord]:
-        """The run as `CommitLogRecord`s (text decoded as `decode_record` does, hosts parsed)."""
-        ints = zip(*(_ints(getattr(self, name)) for name in _INT_COLUMNS), strict=True)
-        count = len(self)
-        bodies = [None] * count if self.body is None else self.body.tolist()
-        crc_ok: list[Any] = [None] * count if self.crc_ok is None else _ints(self.crc_ok)
-        texts = zip(
-            self.topic.tolist(),
-            self.properties.tolist(),
-            self.born_host.tolist(),
-            self.store_host.tolist(),
-            strict=True,
-        )
-        for fixed, (topic, props, born, store), body, ok in zip(
-            ints, texts, bodies, crc_ok, strict=True
-        ):
-            offset, size, crc, queue_id, flag, queue_offset, sys_flag, born_ts, store_ts = fixed[:9]
-            yield CommitLogRecord(
-                physical_offset=offset,
-                total_size=size,
-                topic=topic.decode(errors="replace"),
-                queue_id=queue_id,
-                queue_offset=queue_offset,
-                flag=flag,
-                sys_flag=sys_flag,
-                born_timestamp=born_ts,
-                born_host=decode_host(born),
-                store_timestamp=store_ts,
-                store_host=decode_host(store),
-                reconsume_times=fixed[9],
-                prepared_transaction_offset=fixed[10],
-                body_crc=crc,
-                crc_ok=ok,
-                properties=props.decode(errors="replace"),
-                body=body,
-            )
-
-
-_INT_COLUMNS: Final = (
-    "physical_offset",
-    "total_size",
-    "body_crc",
-    "queue_id",
-    "flag",
-    "queue_offset",
-    "sys_flag",
-    "born_timestamp",
-    "store_timestamp",
-    "reconsume_times",
-    "prepared_transaction_offset",
-)
-_COLUMNS: Final = (
-    *_INT_COLUMNS,
-    "born_host",
-    "store_host",
-    "topic",
-    "properties",
-    "body",
-    "crc_ok",
-)
-
-
-def _ints(column: Sequence[Any]) -> list[Any]:
-    tolist = getattr(column, "tolist", None)  # numpy arrays and array.array: Python ints
-    return list(column) if tolist is None else list(tolist())
-
-
-def _pylist(column: Sequence[Any] | Packed | None) -> list[Any] | None:
-    if column is None:
-        return None
-    if isinstance(column, Packed):
-        return column.tolist()
-    tolist = getattr(column, "tolist", None)
-    return list(column) if tolist is None else list(tolist())
 
 
 def decode_columns(

@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from store import layout
-from store.columns import MAX_RUN_BYTES, Packed, RecordColumns
 from store.message import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+from store.record_columns import MAX_RUN_BYTES, Packed, RecordColumns
 
 _SHORT_FIELD_BYTES: Final = 16
 _V6_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG

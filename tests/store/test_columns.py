@@ -15,13 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store import decode, encode, layout
-from store.columns import RecordColumns, decode_columns, walk
+from store.columns import decode_columns, walk
 from store.decode import RecordFormatError
 from store.message import (
     COMPRESSED_FLAG,
     TRANSACTION_PREPARED_TYPE,
     MessageExtBrokerInner,
 )
+from store.record_columns import RecordColumns
 from store.status import AppendMessageStatus
 
 SEGMENT = 8192
@@ -258,7 +259,8 @@ class Blocker:
         return None
 
 sys.meta_path.insert(0, Blocker())
-from store.columns import RecordColumns, decode_columns, walk
+from store.columns import decode_columns, walk
+from store.record_columns import RecordColumns
 from store.reader import CommitLogReader
 from tests.store.test_columns import build_segment, message
 
