@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from protocol.properties import MessageConst, decode_properties
-from store.format import CommitLogRecord
+from store.decode import CommitLogRecord
 from store.reader import CommitLogReader
 
 

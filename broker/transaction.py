@@ -35,7 +35,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.properties import MessageConst, decode_properties, encode_properties
 from protocol.transaction_headers import CheckTransactionStateRequestHeader
-from store.format import CommitLogRecord, RecordFormatError, decode_record
+from store.decode import CommitLogRecord, RecordFormatError, decode_record
 from store.message import (
     TRANSACTION_COMMIT_TYPE,
     MessageExtBrokerInner,

@@ -36,7 +36,7 @@ from protocol.transaction_headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
 )
-from store.format import CommitLogRecord, RecordFormatError, decode_copied_records
+from store.decode import CommitLogRecord, RecordFormatError, decode_copied_records
 from store.message import TRANSACTION_PREPARED_TYPE
 
 HEARTBEAT_S: Final = 30.0

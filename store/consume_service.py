@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
+from store.decode import CommitLogRecord
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
-from store.format import SYSFLAG_POS, CommitLogRecord, EncodedBatch, store_timestamp_pos
+from store.encode import EncodedBatch
 from store.get_message import GetMessageResult, TagFilter, get_message, with_large
+from store.layout import SYSFLAG_POS, store_timestamp_pos
 from store.lookup import LOOP_READ_MAX_BYTES, read_record_at
 from store.message import BORNHOST_V6_FLAG
 from store.open_files import DEFAULT_CAPACITY

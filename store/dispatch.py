@@ -21,7 +21,8 @@ import structlog
 import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE, ConsumeQueue
-from store.format import CommitLogRecord, EncodedBatch
+from store.decode import CommitLogRecord
+from store.encode import EncodedBatch
 from store.message import enters_consume_queue, tags_code_of
 from store.open_files import DEFAULT_CAPACITY, OpenFiles
 from store.reader import CommitLogReader

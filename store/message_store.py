@@ -26,6 +26,7 @@ from store.commit_log import CommitLog
 from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.consume_service import ConsumeService
+from store.encode import EncodedBatch, encode_batch
 from store.flush import (
     CommitRealTimeService,
     Flusher,
@@ -33,7 +34,6 @@ from store.flush import (
     GroupCommitService,
     thread_flusher,
 )
-from store.format import EncodedBatch, encode_batch
 from store.mapped_file import create_segment_file
 from store.mapped_file_queue import MappedFileQueue
 from store.message import (

@@ -16,7 +16,7 @@ from broker.pull_client import open_pull_consumer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.properties import decode_properties
-from store.format import CommitLogRecord
+from store.decode import CommitLogRecord
 from tests.conftest import RunningBroker, make_config, start_broker
 
 GROUP = "pull-group"

@@ -15,7 +15,7 @@ from broker.tx_client import Checker, TransactionState, open_transaction_produce
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.transaction_headers import EndTransactionRequestHeader
-from store.format import CommitLogRecord
+from store.decode import CommitLogRecord
 from store.message import TRANSACTION_COMMIT_TYPE, get_transaction_value
 from tests.conftest import RunningBroker, make_config, start_broker
 from tests.store.conftest import wait_until

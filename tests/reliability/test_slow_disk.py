@@ -20,7 +20,7 @@ import trio
 from broker.client import Message, SendError, SendStatus, open_producer
 from protocol.codes import ResponseCode
 from store.commit_log import Appended, CommitLog
-from store.format import EncodedBatch
+from store.encode import EncodedBatch
 from store.mapped_file import MappedFile
 from store.status import PutMessageStatus
 from tests.conftest import make_config, start_broker

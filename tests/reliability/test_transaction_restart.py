@@ -15,7 +15,7 @@ from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.msgid import decode_offset_msg_id
 from protocol.transaction_headers import EndTransactionRequestHeader
-from store.format import CommitLogRecord
+from store.decode import CommitLogRecord
 from tests.reliability.conftest import Daemon
 
 TOPIC = "TxRestart"

@@ -17,8 +17,8 @@ from structlog.testing import capture_logs
 
 from store.config import FlushDiskType, MessageStoreConfig
 from store.consume_queue import CqUnit
+from store.decode import decode_record
 from store.dispatch import ConsumeQueueTable
-from store.format import decode_record
 from store.get_message import GetMessageStatus, TagFilter
 from store.mapped_file import MappedFile
 from store.message import TRANSACTION_PREPARED_TYPE, enters_consume_queue, java_string_hash
