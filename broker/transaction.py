@@ -111,14 +111,7 @@ class TransactionService:
         if not topic or not queue_text.isdigit():
             raise EndError(ResponseCode.SYSTEM_ERROR, "the half message has no real topic")
         props.pop(_MC.TRANSACTION_PREPARED, None)
-        message = stored_again(
-            record,
-            props,
-            topic,
-            int(queue_text),
-            store_host=self.broker.store_host,
-            reconsume_times=record.reconsume_times,
-        )
+        message = self._again(record, props, topic, int(queue_text))
         message.sys_flag = reset_transaction_value(record.sys_flag, TRANSACTION_COMMIT_TYPE)
         message.prepared_transaction_offset = record.physical_offset
         result = await self.broker.store.put_message(message)
@@ -127,6 +120,15 @@ class TransactionService:
                 ResponseCode.SYSTEM_ERROR, f"storing the message failed: {result.status.name}"
             )
         await self.mark_done(record)
+
+    def _again(
+        self, record: CommitLogRecord, props: dict[str, str], topic: str, queue_id: int = 0
+    ) -> MessageExtBrokerInner:
+        """`record` with `props`, to be stored again under `topic`."""
+        host = self.broker.store_host
+        return stored_again(
+            record, props, topic, queue_id, store_host=host, reconsume_times=record.reconsume_times
+        )
 
     async def mark_done(self, record: CommitLogRecord) -> None:
         """Write the op messages that end `record` (and its first half, when a copy)."""
@@ -233,15 +235,7 @@ class TransactionService:
             return
         props[_MC.TRANSACTION_CHECK_TIMES] = str(times + 1)
         props[_MC.TRANSACTION_PREPARED_QUEUE_OFFSET] = str(identity(record, props))
-        copy = stored_again(
-            record,
-            props,
-            TRANS_HALF_TOPIC,
-            0,
-            store_host=self.broker.store_host,
-            reconsume_times=record.reconsume_times,
-        )
-        result = await self.broker.store.put_message(copy)
+        result = await self.broker.store.put_message(self._again(record, props, TRANS_HALF_TOPIC))
         appended = result.append_result
         if result.status not in STORED or appended is None:
             log.warning("transaction_check_put_failed", status=result.status.name)
@@ -267,15 +261,7 @@ class TransactionService:
         )
 
     async def _discard(self, record: CommitLogRecord, props: dict[str, str]) -> None:
-        message = stored_again(
-            record,
-            props,
-            CHECK_MAX_TOPIC,
-            0,
-            store_host=self.broker.store_host,
-            reconsume_times=record.reconsume_times,
-        )
-        await self.broker.store.put_message(message)
+        await self.broker.store.put_message(self._again(record, props, CHECK_MAX_TOPIC))
         await self.mark_done(record)
         log.warning(
             "transaction_discarded",

@@ -106,7 +106,9 @@ class ConsumeService:
         queue_id: int,
         offset: int,
         max_count: int,
+        *,
         tag_filter: TagFilter | None = None,
+        loop_read_max: int | None = None,
     ) -> GetMessageResult:
         return get_message(
             self.table,
@@ -117,6 +119,7 @@ class ConsumeService:
             offset,
             max_count=max_count,
             tag_filter=tag_filter,
+            loop_read_max=loop_read_max,
         )
 
     async def pull(
@@ -125,14 +128,11 @@ class ConsumeService:
         """`get_message` for a pull: a record over `LOOP_READ_MAX_BYTES` is copied by `pread`
         in a worker thread while its segment is held, so neither the copy nor a page fault on
         a cold page stops the event loop; smaller ones are read from the mapping."""
-        result = get_message(
-            self.table,
-            self.read_bytes,
-            self.files.min_offset,
+        result = self.get_message(
             topic,
             queue_id,
             offset,
-            max_count=max_count,
+            max_count,
             tag_filter=tag_filter,
             loop_read_max=LOOP_READ_MAX_BYTES,
         )
