@@ -4,33 +4,16 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 
 import trio
 
 from store.config import MessageStoreConfig
-from store.mapped_file import create_segment_file
 from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader
 from store.status import PutMessageStatus
-from tests.store.conftest import make_msg, wait_until
+from tests.store.conftest import DEADLINE_S, StuckCreate, make_msg, wait_until
 
 BUSY_MS = 100
-#: a generous bound on every wait: a put not answered by then hangs
-DEADLINE_S = 20.0
-
-
-class StuckCreate:
-    """Segment creation that does not return until the test releases it."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.released = threading.Event()
-
-    def __call__(self, path: str, size: int) -> None:
-        self.entered.set()
-        self.released.wait(DEADLINE_S)
-        create_segment_file(path, size)
 
 
 async def test_puts_behind_a_stuck_writer_are_answered_busy_and_never_stored(
