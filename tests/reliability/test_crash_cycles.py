@@ -37,6 +37,7 @@ async def load_until_killed(daemon: Daemon, cycle: int, rng: random.Random) -> d
     acks: dict[int, Ack] = {}
     failures: list[str] = []
     killed = False
+    first_ack = trio.Event()
 
     async def producer(index: int) -> None:
         try:
@@ -61,16 +62,21 @@ async def load_until_killed(daemon: Daemon, cycle: int, rng: random.Random) -> d
                         offset = decode_offset_msg_id(msg_id)[2]
                         ack = Ack(offset, topic, result.queue_id, result.queue_offset + i, body)
                         acks[offset] = ack
+                    first_ack.set()
         except* SendError as refused:
             failures.append(f"producer {index} refused: {refused.exceptions[0]}")
         except* (ConnectionClosedError, OSError, trio.BrokenResourceError) as lost:
             if not killed:  # after the kill it is what a crash looks like to a client
                 failures.append(f"producer {index} lost its connection: {lost.exceptions[0]!r}")
+        finally:
+            first_ack.set()  # a producer that ended early does not hold the kill back
 
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             for index in range(PRODUCERS):
                 nursery.start_soon(producer, index)
+            # the kill lands under load: a random moment after the first acknowledgement
+            await first_ack.wait()
             await trio.sleep(rng.uniform(0.1, 0.5))
             killed = True
             os.kill(daemon.process.pid, signal.SIGKILL)
