@@ -56,18 +56,35 @@ async def test_puts_behind_a_stuck_writer_are_answered_busy_and_never_stored(
     assert bodies == [holders[0].encode(), b"after"]
 
 
-async def test_a_healthy_writer_answers_nothing_busy(config: MessageStoreConfig) -> None:
+async def test_a_healthy_writer_answers_nothing_busy_before_the_timeout(
+    config: MessageStoreConfig,
+) -> None:
+    """Only a put that waited the whole busy timeout may be answered busy: on a loaded machine
+    a healthy writer can be that slow (and then busy is right), but a younger put never is."""
     config = dataclasses.replace(config, os_page_cache_busy_timeout_ms=BUSY_MS)
     async with DefaultMessageStore.open(config) as store:
-        statuses: list[PutMessageStatus] = []
+        answers: list[tuple[PutMessageStatus, float]] = []
 
         async def put(n: int) -> None:
-            statuses.append((await store.put_message(make_msg(b"%d" % n))).status)
+            started = trio.current_time()
+            status = (await store.put_message(make_msg(b"%d" % n))).status
+            answers.append((status, trio.current_time() - started))
 
-        with trio.fail_after(5):
+        with trio.fail_after(DEADLINE_S):
             async with trio.open_nursery() as nursery:
                 for n in range(200):
                     nursery.start_soon(put, n)
             await trio.sleep(BUSY_MS * 2 / 1000)  # the sweeper wakes with nothing to answer
-    assert statuses == [PutMessageStatus.PUT_OK] * 200
-    assert store.topic_queue_table == {"T1-0": 200}
+    assert len(answers) == 200
+    young_busy = [
+        waited
+        for status, waited in answers
+        if status is not PutMessageStatus.PUT_OK and waited < BUSY_MS / 1000
+    ]
+    assert young_busy == [], "puts answered busy before the busy timeout"
+    assert {status for status, _ in answers} <= {
+        PutMessageStatus.PUT_OK,
+        PutMessageStatus.OS_PAGE_CACHE_BUSY,
+    }
+    stored = sum(1 for status, _ in answers if status is PutMessageStatus.PUT_OK)
+    assert stored and store.topic_queue_table == {"T1-0": stored}
