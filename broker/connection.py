@@ -243,6 +243,10 @@ class Connection:
                 # (the writer flushes before the connection closes); nothing after them is read.
                 error, commands = exc, exc.decoded if isinstance(exc, FramesBeforeError) else ()
             buffered = decoder.buffered
+            if buffered and commands:
+                # A frame completed and the next one began in this data: a busy client whose
+                # writes end mid-frame, not a trickle; its partial frame is timed from now.
+                self._partial_since = self._last_receive
             if buffered != self._buffered:
                 # A partial frame is held: counted in the budget, and timed against a trickle.
                 if not buffered:

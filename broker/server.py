@@ -10,9 +10,10 @@ flush, checkpoint, abort file removed). Signals are the CLI's business.
 
 from __future__ import annotations
 
+import errno
 import gc
 import ssl
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import structlog
@@ -58,6 +59,10 @@ from protocol.codes import RequestCode
 from store.message_store import DefaultMessageStore
 
 log = structlog.get_logger()
+
+#: accept errors that mean "out of a resource for now": the connection stays in the backlog
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+ACCEPT_RETRY_S = 0.1
 
 
 def namesrv_processors() -> dict[int, RequestProcessor]:
@@ -132,7 +137,40 @@ class BrokerServer:
         async def handler(stream: trio.SocketStream) -> None:
             await self._handle(stream, dispatcher)
 
-        await trio.serve_listeners(handler, listeners, handler_nursery=nursery)
+        async with trio.open_nursery() as accepting:
+            for listener in listeners:
+                accepting.start_soon(self._accept_loop, listener, handler, nursery)
+
+    async def _accept_loop(
+        self,
+        listener: trio.SocketListener,
+        handler: Callable[[trio.SocketStream], Awaitable[None]],
+        nursery: trio.Nursery,
+    ) -> None:
+        """Accept connections for ever. Out of descriptors or memory (EMFILE and the like), the
+        connection waits in the backlog and accepting is retried every `ACCEPT_RETRY_S`: one
+        `accept_failed` event per spell, `accept_resumed` when a connection is accepted again."""
+        failed = 0
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                if not failed:
+                    log.warning(
+                        "accept_failed",
+                        error=errno.errorcode.get(exc.errno or 0, str(exc.errno)),
+                        connections=len(self.connections),
+                        retry_s=ACCEPT_RETRY_S,
+                    )
+                failed += 1
+                await trio.sleep(ACCEPT_RETRY_S)
+                continue
+            if failed:
+                log.info("accept_resumed", attempts=failed, connections=len(self.connections))
+                failed = 0
+            nursery.start_soon(handler, stream)
 
     async def _handle(self, stream: trio.SocketStream, dispatcher: Dispatcher) -> None:
         if len(self.connections) >= self.broker.config.max_connections:
