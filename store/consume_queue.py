@@ -18,7 +18,7 @@ from typing import Final
 
 import structlog
 
-from store.mapped_file import fsync_dir
+from store.mapped_file import fsync_dir, make_dirs
 from store.open_files import OpenFiles
 
 # One unit, big-endian like every RocketMQ file:
@@ -109,7 +109,7 @@ class ConsumeQueue:
                 # flush: the dispatch offset saved after it must never outlive the file.
                 topic_dir = os.path.dirname(self.dir)
                 self._unsynced_dirs.update((self.dir, topic_dir, os.path.dirname(topic_dir)))
-            os.makedirs(self.dir, exist_ok=True)
+            make_dirs(self.dir)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             if os.fstat(fd).st_size < self.file_size:
                 os.ftruncate(fd, self.file_size)  # zero-filled: an all-zero unit marks the end

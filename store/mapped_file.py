@@ -67,6 +67,24 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def make_dirs(path: str) -> None:
+    """`os.makedirs(path, exist_ok=True)` that also makes each directory it creates durable: a
+    new directory's entry survives a power cut only once its parent is fsynced, and everything
+    written below it is lost with it otherwise."""
+    missing: list[str] = []
+    path = os.path.abspath(path)
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory)
+        fsync_dir(os.path.dirname(directory))
+
+
 class MappedFile:
     """A segment named by its start offset; `write_buffer` set in transient-store-pool mode."""
 

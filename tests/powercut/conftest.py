@@ -1,5 +1,6 @@
 """Fixtures of the power-cut suite: a mounted power-cut file system under the test's tmp_path,
-always unmounted at teardown (lazily, if a process still holds it), whatever the test did."""
+always unmounted at teardown (lazily, if a process still holds it), whatever the test did, and
+the broker processes started on it, killed before that."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.powercut.mount import PowerCutFS
+from tests.reliability.conftest import Daemon
 
 
 @pytest.fixture
@@ -22,3 +24,15 @@ def powercut(tmp_path: pathlib.Path) -> Iterator[PowerCutFS]:
         yield fs
     finally:
         fs.close()
+
+
+@pytest.fixture
+def brokers(powercut: PowerCutFS) -> Iterator[list[Daemon]]:
+    """Broker processes a test starts on the power-cut mount; any still running at teardown are
+    killed before the file system is unmounted."""
+    started: list[Daemon] = []
+    yield started
+    for daemon in started:
+        if daemon.process.poll() is None:
+            daemon.process.kill()
+            daemon.process.wait(30)

@@ -1,0 +1,68 @@
+"""Load for the power-cut tests: producers on several connections send until the broker dies
+under them, and remember exactly what was acknowledged (`tests.reliability.acks.Ack`)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import trio
+
+from broker.client import ConnectionClosedError, Message, SendError, SendStatus, open_producer
+from protocol.msgid import decode_offset_msg_id
+from tests.reliability.acks import Ack
+
+TOPICS = ("CutA", "CutB")
+
+
+@dataclass(slots=True)
+class LoadResult:
+    #: sends that failed because the broker was killed under them
+    cut_short: int = 0
+    #: stored but not confirmed durable (FLUSH_DISK_TIMEOUT): not acknowledged
+    not_durable: int = 0
+
+
+async def produce_then_kill(
+    port: int,
+    acks: dict[int, Ack],
+    *,
+    producers: int,
+    tag: str,
+    rng: random.Random,
+    seconds: float,
+    kill: Callable[[], None],
+) -> LoadResult:
+    """Send from `producers` connections for `seconds`, then `kill()` the broker under them;
+    record every SEND_OK in `acks`. A send that fails once the broker is being killed is what a
+    power cut does to a client; a failure before that is not expected and is raised."""
+    result = LoadResult()
+    killed = False
+
+    async def producer(index: int) -> None:
+        try:
+            async with open_producer("127.0.0.1", port, timeout_s=10) as client:
+                for seq in range(10_000_000):
+                    topic = TOPICS[(index + seq) % len(TOPICS)]
+                    body = f"{tag}-p{index}-s{seq}-".encode() * rng.randint(1, 40)
+                    sent = await client.send(Message(topic, body))
+                    if sent.status is not SendStatus.SEND_OK:
+                        assert sent.status is SendStatus.FLUSH_DISK_TIMEOUT, sent
+                        result.not_durable += 1
+                        continue
+                    offset = decode_offset_msg_id(sent.offset_msg_id)[2]
+                    assert offset not in acks, f"offset {offset} acknowledged twice"
+                    acks[offset] = Ack(offset, topic, sent.queue_id, sent.queue_offset, body)
+        except* (ConnectionClosedError, SendError, OSError, trio.BrokenResourceError) as group:
+            if not killed:
+                raise group
+            result.cut_short += 1
+
+    async with trio.open_nursery() as nursery:
+        for index in range(producers):
+            nursery.start_soon(producer, index)
+        await trio.sleep(seconds)
+        killed = True
+        kill()
+    return result
