@@ -44,7 +44,7 @@ unit: install-test
 test: lint typecheck unit
 
 soak: install-test
-	RMQ_SOAK=1 $(PY) -m pytest --timeout 3600 tests/integration tests/reliability $(ARGS)
+	RMQ_SOAK=1 $(PY) -m pytest --timeout 3600 tests/integration tests/reliability tests/powercut $(ARGS)
 
 bench: install-test
 	$(PY) bench/codec.py

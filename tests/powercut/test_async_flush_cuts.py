@@ -11,6 +11,7 @@ import functools
 import pathlib
 import random
 
+import pytest
 import trio
 
 from store.checkpoint import read_flush_offset
@@ -43,15 +44,19 @@ def surviving_tail(
     return kept, valid_end
 
 
+@pytest.mark.parametrize("pool", [False, True], ids=["mmap", "transient_store_pool"])
 def test_async_flush_loses_only_a_tail_past_the_last_flush(
-    powercut: PowerCutFS, brokers: list[Daemon]
+    powercut: PowerCutFS, brokers: list[Daemon], pool: bool
 ) -> None:
+    """`transient_store_pool`: appends go to write buffers, committed to the files (pwrite)
+    and then flushed; what was not committed is lost with the process already."""
     store_dir = powercut.mountpoint / "store"
+    env = {**ENV, "RMQ_TRANSIENT_STORE_POOL_ENABLE": str(pool).lower()}
     rng = random.Random(5)
     acked: dict[int, Ack] = {}
     lost = 0
     for cycle in range(CUTS):
-        daemon = Daemon(store_dir, *ASYNC, env=ENV)
+        daemon = Daemon(store_dir, *ASYNC, env=env)
         brokers.append(daemon)
         acks: dict[int, Ack] = {}
         trio.run(
@@ -75,7 +80,7 @@ def test_async_flush_loses_only_a_tail_past_the_last_flush(
         assert acked.keys() <= kept.keys(), "a message acknowledged before the last cut is lost"
         lost += len(acks) - (len(kept) - len(acked))
         acked = kept
-        restarted = Daemon(store_dir, *ASYNC, env=ENV)
+        restarted = Daemon(store_dir, *ASYNC, env=env)
         brokers.append(restarted)
         assert restarted.event("commit_log_recovered")["offset"] == valid_end
         check_acknowledged(read_records(store_dir), acked)
