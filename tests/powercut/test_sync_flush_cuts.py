@@ -6,8 +6,9 @@ then the broker restarts on what survived. Some cuts land while the broker is re
 After every restart: every acknowledged message is in the log exactly once, at its offset, with
 the topic, queue and queue offset its acknowledgement named; every queue's offsets run 0..n-1;
 the broker accepts sends again. Right after each cut, before recovery, every acknowledged message
-is already whole on disk and the checkpoint is not ahead of the log; at the end the consume
-queues match the log. The cuts must have dropped something, or they proved nothing.
+is already whole on disk and the checkpoint is not ahead of the log; a consumer that pulls and
+commits meanwhile never finds its committed offsets past the end of its queues; at the end the
+consume queues match the log. The cuts must have dropped something, or they proved nothing.
 `RMQ_SOAK=1` runs many more cuts.
 """
 
@@ -17,11 +18,14 @@ import functools
 import pathlib
 import random
 import time
+from collections.abc import Sequence
 
 import trio
 
+from broker.pull_client import open_pull_consumer
+from store.format import CommitLogRecord
 from tests.powercut.checks import check_consume_queues, check_on_disk_after_cut
-from tests.powercut.load import produce_then_kill
+from tests.powercut.load import QUEUES, TOPICS, produce_then_kill
 from tests.powercut.mount import PowerCutFS
 from tests.reliability.acks import Ack, check_acknowledged
 from tests.reliability.conftest import SOAK, Daemon, read_records
@@ -29,13 +33,34 @@ from tests.reliability.conftest import SOAK, Daemon, read_records
 CUTS = 40 if SOAK else 5
 PRODUCERS = 3
 SYNC = ("--flush-disk-type", "SYNC_FLUSH")
+GROUP = "CutGroup"
+#: consumer offsets are persisted often, so cuts land between their writes
+ENV = {"RMQ_FLUSH_CONSUMER_OFFSET_INTERVAL_MS": "100"}
+
+
+async def committed_offsets(port: int) -> list[int | None]:
+    async with open_pull_consumer("127.0.0.1", port, GROUP) as client:
+        await client.subscribe(TOPICS[0])
+        return [await client.committed(TOPICS[0], q) for q in range(QUEUES)]
+
+
+def check_committed_offsets(port: int, records: Sequence[CommitLogRecord]) -> int:
+    """The group's committed offsets never point past the end of their queue in the log; their
+    sum."""
+    committed = trio.run(committed_offsets, port)
+    for queue_id, offset in enumerate(committed):
+        stored = sum(1 for r in records if (r.topic, r.queue_id) == (TOPICS[0], queue_id))
+        assert offset is None or offset <= stored, (
+            f"committed offset {offset} of {TOPICS[0]}/{queue_id} is past its {stored} messages"
+        )
+    return sum(offset or 0 for offset in committed)
 
 
 def cut_during_recovery(
     powercut: PowerCutFS, store_dir: pathlib.Path, brokers: list[Daemon], rng: random.Random
 ) -> dict[str, int]:
     """Start the broker and cut the power before, or soon after, it is ready to serve."""
-    daemon = Daemon(store_dir, *SYNC, wait=False)
+    daemon = Daemon(store_dir, *SYNC, env=ENV, wait=False)
     brokers.append(daemon)
     time.sleep(rng.uniform(0.0, 0.6))
     daemon.kill()
@@ -52,9 +77,11 @@ def test_sync_flush_loses_nothing_acknowledged_across_power_cuts(
     acked: dict[int, Ack] = {}
     dropped = 0
     for cycle in range(CUTS):
-        daemon = Daemon(store_dir, *SYNC)
+        daemon = Daemon(store_dir, *SYNC, env=ENV)
         brokers.append(daemon)
-        check_acknowledged(read_records(store_dir), acked)
+        records = read_records(store_dir)
+        check_acknowledged(records, acked)
+        check_committed_offsets(daemon.port, records)
         acks: dict[int, Ack] = {}
         load = trio.run(
             functools.partial(
@@ -66,6 +93,7 @@ def test_sync_flush_loses_nothing_acknowledged_across_power_cuts(
                 rng=rng,
                 seconds=rng.uniform(0.3, 1.5),
                 kill=daemon.kill,
+                group=GROUP,
             )
         )
         assert acks, f"cut {cycle}: nothing acknowledged before the cut ({load})"
@@ -79,9 +107,10 @@ def test_sync_flush_loses_nothing_acknowledged_across_power_cuts(
         check_on_disk_after_cut(store_dir, acked)
         if cycle % 3 == 1:
             cut_during_recovery(powercut, store_dir, brokers, rng)
-    daemon = Daemon(store_dir, *SYNC)
+    daemon = Daemon(store_dir, *SYNC, env=ENV)
     brokers.append(daemon)
     records = read_records(store_dir)
+    assert check_committed_offsets(daemon.port, records), "the consumer committed nothing"
     check_acknowledged(records, acked)
     assert daemon.stop() == 0
     check_consume_queues(store_dir, records)
