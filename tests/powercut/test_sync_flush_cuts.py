@@ -58,15 +58,17 @@ def check_committed_offsets(port: int, records: Sequence[CommitLogRecord]) -> in
 
 def cut_during_recovery(
     powercut: PowerCutFS, store_dir: pathlib.Path, brokers: list[Daemon], rng: random.Random
-) -> dict[str, int]:
-    """Start the broker and cut the power before, or soon after, it is ready to serve."""
+) -> bool:
+    """Start the broker and cut the power once it has begun opening the store (`startup`);
+    whether the cut landed before it was serving (`listening`)."""
     daemon = Daemon(store_dir, *SYNC, env=ENV, wait=False)
     brokers.append(daemon)
-    time.sleep(rng.uniform(0.0, 0.6))
+    daemon.wait_for("startup")
+    time.sleep(rng.uniform(0.0, 0.02))
     daemon.kill()
-    stats = powercut.cut(seed=rng.randrange(1 << 30))
+    powercut.cut(seed=rng.randrange(1 << 30))
     powercut.mount()
-    return stats
+    return daemon.count("listening") == 0
 
 
 def test_sync_flush_loses_nothing_acknowledged_across_power_cuts(
@@ -75,7 +77,7 @@ def test_sync_flush_loses_nothing_acknowledged_across_power_cuts(
     store_dir = powercut.mountpoint / "store"
     rng = random.Random(21)
     acked: dict[int, Ack] = {}
-    dropped = 0
+    dropped = in_recovery = 0
     for cycle in range(CUTS):
         daemon = Daemon(store_dir, *SYNC, env=ENV)
         brokers.append(daemon)
@@ -105,8 +107,8 @@ def test_sync_flush_loses_nothing_acknowledged_across_power_cuts(
         dropped += stats["pages_dropped"] + stats["bytes_truncated"]
         powercut.mount()
         check_on_disk_after_cut(store_dir, acked)
-        if cycle % 3 == 1:
-            cut_during_recovery(powercut, store_dir, brokers, rng)
+        if cycle % 2 == 1:
+            in_recovery += cut_during_recovery(powercut, store_dir, brokers, rng)
     daemon = Daemon(store_dir, *SYNC, env=ENV)
     brokers.append(daemon)
     records = read_records(store_dir)
@@ -115,4 +117,8 @@ def test_sync_flush_loses_nothing_acknowledged_across_power_cuts(
     assert daemon.stop() == 0
     check_consume_queues(store_dir, records)
     assert dropped, "no cut dropped anything: the file system did not model a power cut"
-    print(f"powercut_sync_flush cuts={CUTS} acknowledged={len(acked)} dropped={dropped}")
+    assert in_recovery, "no cut landed while the broker was opening its store"
+    print(
+        f"powercut_sync_flush cuts={CUTS} in_recovery={in_recovery} "
+        f"acknowledged={len(acked)} dropped={dropped}"
+    )
