@@ -64,7 +64,7 @@ def cut_during_recovery(
     daemon = Daemon(store_dir, *SYNC, env=ENV, wait=False)
     brokers.append(daemon)
     daemon.wait_for("startup")
-    time.sleep(rng.uniform(0.0, 0.02))
+    time.sleep(rng.uniform(0.0, 0.01))
     daemon.kill()
     powercut.cut(seed=rng.randrange(1 << 30))
     powercut.mount()
