@@ -4,7 +4,8 @@ tells the journal (`tests.powercut.journal`) what each request changes before ch
 Inodes are the backing files' inode numbers (the backing root is FUSE's root inode); file
 handles are backing descriptors, always opened read/write so a page's pre-image can be read
 before a write. Durability is modelled, not performed: fsync and fsyncdir only tell the journal
-(or fail with EIO while `eio` is set); the backing file system is never synced.
+(or fail with EIO: fsync while `eio_files` is set, fsyncdir while `eio_dirs` is); the backing
+file system is never synced.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ class PowerCutOperations(pyfuse3.Operations):
         self.handles: dict[int, int] = {}  # fh (backing fd) -> inode
         self.dir_handles: dict[int, int] = {}  # fh -> directory inode
         self._next_dir_fh = 1
-        #: fsync and fsyncdir fail with EIO while set
-        self.eio = False
+        #: fsync (of files) and fsyncdir fail with EIO while these are set
+        self.eio_files = False
+        self.eio_dirs = False
         self.eio_count = 0
 
     # -- inodes and paths -----------------------------------------------------------------
@@ -87,8 +89,8 @@ class PowerCutOperations(pyfuse3.Operations):
         except FileNotFoundError:
             return None
 
-    def _check_eio(self) -> None:
-        if self.eio:
+    def _check_eio(self, failing: bool) -> None:
+        if failing:
             self.eio_count += 1
             raise _fail(errno.EIO)
 
@@ -257,7 +259,7 @@ class PowerCutOperations(pyfuse3.Operations):
         self.dir_handles.pop(fh, None)
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
-        self._check_eio()
+        self._check_eio(self.eio_dirs)
         self.journal.dir_synced(self.dir_handles[fh])
 
     # -- file contents --------------------------------------------------------------------
@@ -296,5 +298,5 @@ class PowerCutOperations(pyfuse3.Operations):
         os.close(fh)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
-        self._check_eio()
+        self._check_eio(self.eio_files)
         self.journal.synced(self.handles[fh])

@@ -104,9 +104,11 @@ class PowerCutFS:
         self._ask("unmount")
         self._ended()
 
-    def set_eio(self, on: bool) -> int:
-        """fsync and fsyncdir fail with EIO while on; how many have failed so far."""
-        return int(str(self._ask(f"eio {'on' if on else 'off'}")["eio_count"]))
+    def set_eio(self, on: bool, *, dirs: bool | None = None) -> int:
+        """fsync of files fails with EIO while `on`, fsync of directories while `dirs` (by
+        default: `on` too); how many fsyncs have failed so far."""
+        dirs = on if dirs is None else dirs
+        return int(str(self._ask(f"eio {int(on)} {int(dirs)}")["eio_count"]))
 
     def journal_size(self) -> tuple[int, int]:
         """(files with unsynced bytes, directory operations not yet durable)."""

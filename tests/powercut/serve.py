@@ -3,7 +3,7 @@
     python -m tests.powercut.serve BACKING MOUNTPOINT CONTROL_SOCKET
 
 The control socket takes one line per connection and answers one line of JSON:
-  `eio on` / `eio off`       fsync and fsyncdir fail with EIO (or succeed again)
+  `eio FILES DIRS`           fsync of files / of directories fails with EIO (1) or works (0)
   `stats`                    what the journal holds now
   `cut SEED KEEP TEAR`       unmount (the kernel hands over what it still holds dirty), undo
                              everything no fsync covered (`Journal.power_cut`), answer, exit
@@ -80,8 +80,8 @@ class Server:
         words = line.decode().split()
         done = False
         reply: dict[str, object]
-        if words in (["eio", "on"], ["eio", "off"]):
-            self.ops.eio = words[1] == "on"
+        if len(words) == 3 and words[0] == "eio":
+            self.ops.eio_files, self.ops.eio_dirs = words[1] == "1", words[2] == "1"
             reply = {"ok": True, "eio_count": self.ops.eio_count}
         elif words == ["stats"]:
             reply = {"ok": True, "files": len(self.journal.files), "ops": len(self.journal.ops)}
