@@ -9,7 +9,6 @@ import pathlib
 import threading
 
 import pytest
-import trio
 
 from store.config import FlushDiskType, MessageStoreConfig
 from store.get_message import GetMessageStatus
@@ -137,7 +136,7 @@ async def test_thousands_of_queues_take_a_bounded_number_of_descriptors(
         assert consume is not None
         await wait_until(lambda: consume.max_offset_in_queue(topics[-1], 1) == 1)
         assert consume_queue_fds() - before <= 8
-        await trio.to_thread.run_sync(consume.reput.save)  # every unit synced, by name if closed
+        consume.reput.save()  # on the loop, as the store does: every unit synced, by name if closed
         for topic in topics:
             found = consume.get_message(topic, 1, 0, 4)
             assert found.status is GetMessageStatus.FOUND and len(found.messages) == 1
