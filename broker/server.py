@@ -41,6 +41,7 @@ from broker.processors.namesrv import (
     UnregisterClientProcessor,
 )
 from broker.processors.pull import PullMessageProcessor
+from broker.processors.query import QueryMessageProcessor, ViewMessageByIdProcessor
 from broker.processors.send import SendMessageProcessor
 from broker.processors.send_back import ConsumerSendMsgBackProcessor
 from broker.read_budget import ReadBudget
@@ -85,6 +86,8 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupProcessor(),
             RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackProcessor(),
             RequestCode.TRIGGER_DELETE_FILES: DeleteExpiredCommitLogProcessor(),
+            RequestCode.QUERY_MESSAGE: QueryMessageProcessor(),
+            RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageByIdProcessor(),
         }
     )
     table.update(namesrv_processors())

@@ -6,14 +6,16 @@ the record's own header before anything is copied, a large record read by `pread
 thread while its segment is held. The answer is the records' bytes as stored, in commit-log
 order (4.9 sorts them too). Unlike 4.9, whose clients drop what does not match, a record is
 returned only when its topic is the one asked for and it carries the key: two keys with one
-hash ("Aa" and "BB") do not answer for each other.
+hash ("Aa" and "BB") do not answer for each other. And unlike 4.9, which sends up to 64 records
+whatever their size, the answer stops growing once it holds `QUERY_BODY_MAX_BYTES` (it always
+holds the first match), so one query cannot make the broker copy 64 large records at once.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -23,6 +25,9 @@ from store.lookup import LOOP_READ_MAX_BYTES, record_size_at
 
 if TYPE_CHECKING:
     from store.mapped_file_queue import MappedFileQueue
+
+#: an answer stops growing past this many bytes of records
+QUERY_BODY_MAX_BYTES: Final = 8 << 20
 
 
 @dataclass(slots=True)
@@ -98,8 +103,12 @@ async def query_messages(
         index_last_update_timestamp=found.index_last_update_timestamp,
         index_last_update_phyoffset=found.index_last_update_phyoffset,
     )
+    total = 0
     for offset in sorted(set(found.offsets)):
+        if total >= QUERY_BODY_MAX_BYTES:
+            break
         data = await read_raw_record_at(files, offset, readable_end, max_message_size)
         if data is not None and _carries(data, offset, topic, key):
             result.messages.append(data)
+            total += len(data)
     return result
