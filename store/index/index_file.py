@@ -38,10 +38,28 @@ SLOT: Final = struct.Struct(">i")
 INVALID_INDEX: Final = 0
 #: item blocks are allocated this many bytes ahead (the header and slots when the file is made)
 ITEM_CHUNK: Final = 1 << 20
+#: items read at a time when the slots are rebuilt
+TRUNCATE_CHUNK_ITEMS: Final = 50_000
 
 
 def index_file_size(hash_slot_num: int, index_num: int) -> int:
     return HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ITEM_SIZE
+
+
+def index_keys(properties: str) -> list[str]:
+    """UNIQ_KEY first, then every non-empty KEYS entry (space-separated), of a stored
+    properties string: what 4.9's `buildIndex` indexes of a record."""
+    if "KEYS\x01" not in properties and "UNIQ_KEY\x01" not in properties:
+        return []
+    uniq: list[str] = []
+    keys: list[str] = []
+    for pair in properties.split("\x02"):
+        name, sep, value = pair.partition("\x01")
+        if sep and name == "UNIQ_KEY" and value:
+            uniq.append(value)
+        elif sep and name == "KEYS":
+            keys.extend(k for k in value.split(" ") if k)
+    return uniq + keys
 
 
 def key_hash(key: str) -> int:
@@ -200,17 +218,21 @@ class IndexFile:
         """Keep the items below number `count`; rebuild the slots and the header from them."""
         count = max(1, min(count, self.index_num))
         self.mm[HEADER_SIZE : self._items_pos] = bytes(self._items_pos - HEADER_SIZE)
-        slots: set[int] = set()
-        last_diff = 0
-        offset = self.begin_offset if count <= 1 else 0
-        for number in range(1, count):
-            item_hash, offset, last_diff, _ = self.item(number)
-            slot_pos = self._slot_pos(item_hash)
-            slots.add(slot_pos)
-            SLOT.pack_into(self.mm, slot_pos, number)
-        self.slot_count = len(slots)
+        newest: dict[int, int] = {}  # slot -> its newest item kept
+        number = 1
+        chunk = TRUNCATE_CHUNK_ITEMS * ITEM_SIZE
+        end = self._items_pos + count * ITEM_SIZE
+        for start in range(self._items_pos + ITEM_SIZE, end, chunk):
+            data = self.mm[start : min(start + chunk, end)]  # a copy: no export of the mapping
+            for item_hash, *_ in ITEM.iter_unpack(data):
+                newest[item_hash % self.hash_slot_num] = number
+                number += 1
+        for slot, newest_number in newest.items():
+            SLOT.pack_into(self.mm, HEADER_SIZE + slot * SLOT_SIZE, newest_number)
+        self.slot_count = len(newest)
         self.count = count
         if count > 1:
+            _, offset, last_diff, _ = self.item(count - 1)
             self.end_offset = offset
             # seconds were kept: the last second's end, so a time range never misses the item
             first = self.begin_timestamp + last_diff * 1000

@@ -39,7 +39,7 @@ import trio
 from store.checkpoint import atomic_write
 from store.config import MessageStoreConfig
 from store.format import CommitLogRecord, RecordFormatError
-from store.index.index_file import IndexFile
+from store.index.index_file import IndexFile, index_keys
 from store.message import TRANSACTION_ROLLBACK_TYPE, get_transaction_value
 from store.reader import CommitLogReader, SegmentGoneError
 
@@ -63,23 +63,6 @@ class QueryOffsetResult:
     offsets: list[int]
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
-
-
-def index_keys(properties: str) -> list[str]:
-    """UNIQ_KEY first, then every non-empty KEYS entry, of a stored properties string."""
-    uniq: list[str] = []
-    keys: list[str] = []
-    if "KEYS\x01" not in properties and "UNIQ_KEY\x01" not in properties:
-        return []
-    for pair in properties.split("\x02"):
-        name, sep, value = pair.partition("\x01")
-        if not sep:
-            continue
-        if name == "UNIQ_KEY" and value:
-            uniq.append(value)
-        elif name == "KEYS":
-            keys.extend(k for k in value.split(" ") if k)
-    return uniq + keys
 
 
 def _name_for(now_ms: int) -> str:
@@ -126,8 +109,7 @@ class IndexService:
         names = sorted(n for n in os.listdir(service.dir) if _is_index_name(n))
         saved = service._read_checkpoint()
         if saved is None:
-            for name in names:
-                os.unlink(os.path.join(service.dir, name))
+            service._drop_all(names)
             if names:
                 log.warning("index_rebuilt", reason="no index checkpoint", files=len(names))
         else:
@@ -141,8 +123,12 @@ class IndexService:
                 try:
                     service.files.append(IndexFile(path, hash_slot_num, index_num))
                 except ValueError as exc:  # other limits than this configuration's
-                    log.warning("index_file_dropped", file=name, reason=str(exc))
-                    os.unlink(path)
+                    log.warning("index_rebuilt", reason=str(exc), files=len(names))
+                    service._drop_all(names)
+                    saved = None
+                    break
+        if saved is not None:
+            offset, last_name, count = saved
             last = service.files[-1] if service.files else None
             if last is not None and last.name == last_name and (abnormal or last.count != count):
                 last.truncate(count)
@@ -153,6 +139,16 @@ class IndexService:
         service._end = service.indexed_offset
         service.save(force=True)
         return service
+
+    def _drop_all(self, names: list[str]) -> None:
+        """Every file goes; indexing starts again from the log's first record."""
+        for index_file in self.files:
+            index_file.close()
+        self.files.clear()
+        for name in names:
+            path = os.path.join(self.dir, name)
+            if os.path.exists(path):
+                os.unlink(path)
 
     def _cut_to(self, log_max: int) -> None:
         """Items pointing at or past `log_max` go: the commit log recovered less than that."""

@@ -207,3 +207,16 @@ async def test_a_key_whose_segment_was_deleted_is_no_longer_returned(
         assert await offsets_of(store, "new") == [new]
         assert len(consume.index.files) < files_before
         assert all(f.end_offset >= store.min_offset for f in consume.index.files)
+
+
+async def test_files_of_other_limits_are_rebuilt_under_the_new_ones(
+    indexed: MessageStoreConfig,
+) -> None:
+    async with DefaultMessageStore.open(indexed) as store:
+        offsets = [await put(store, keys="k") for _ in range(8)]
+        await indexed_up(store)
+    wider = dataclasses.replace(indexed, max_hash_slot_num=32, max_index_num=40)
+    async with DefaultMessageStore.open(wider) as store:
+        assert await offsets_of(store, "k") == offsets
+        consume = await indexed_up(store)
+        assert consume.index is not None and len(consume.index.files) == 1
