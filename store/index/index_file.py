@@ -14,14 +14,16 @@ all big-endian:
 
 Items are appended in commit-log order, so a file's items can be cut back to a count
 (`truncate`), after which the slots are rebuilt from the items kept: nothing a crash left
-behind past the count stays reachable. Knows bytes and files, no trio, no locks: the service
-(`store.index.service`) serializes its callers.
+behind past the count stays reachable. The header lives in memory and reaches the file with
+`flush`. Knows bytes and files, no trio, no locks: the service (`store.index.service`)
+serializes its callers.
 """
 
 from __future__ import annotations
 
 import errno
 import mmap
+import operator
 import os
 import struct
 from typing import Final
@@ -46,25 +48,55 @@ def index_file_size(hash_slot_num: int, index_num: int) -> int:
     return HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ITEM_SIZE
 
 
+def _property(properties: str, token: str) -> str | None:
+    """The value of the property `token` (its name and \\x01) names, found without splitting
+    the whole string."""
+    pos = properties.find(token)
+    while pos > 0 and properties[pos - 1] != "\x02":
+        pos = properties.find(token, pos + 1)  # the token ends another property's name
+    if pos < 0:
+        return None
+    start = pos + len(token)
+    end = properties.find("\x02", start)
+    return properties[start:] if end < 0 else properties[start:end]
+
+
 def index_keys(properties: str) -> list[str]:
     """UNIQ_KEY first, then every non-empty KEYS entry (space-separated), of a stored
     properties string: what 4.9's `buildIndex` indexes of a record."""
-    if "KEYS\x01" not in properties and "UNIQ_KEY\x01" not in properties:
-        return []
-    uniq: list[str] = []
-    keys: list[str] = []
-    for pair in properties.split("\x02"):
-        name, sep, value = pair.partition("\x01")
-        if sep and name == "UNIQ_KEY" and value:
-            uniq.append(value)
-        elif sep and name == "KEYS":
-            keys.extend(k for k in value.split(" ") if k)
-    return uniq + keys
+    uniq = _property(properties, "UNIQ_KEY\x01")
+    keys = _property(properties, "KEYS\x01")
+    found = [uniq] if uniq else []
+    if keys:
+        found.extend(k for k in keys.split(" ") if k)
+    return found
+
+
+def java_hash(text: str) -> int:
+    """`java_string_hash`, with the multiplications done in C for text of Latin-1 characters
+    (each one UTF-16 unit): the index hashes a unique key of every message."""
+    try:
+        codes = text.encode("latin-1")
+    except UnicodeEncodeError:
+        return java_string_hash(text)
+    length = len(codes)
+    powers = _POWERS.get(length)
+    if powers is None:
+        if length > _POWERS_MAX_LENGTH:
+            return java_string_hash(text)
+        powers = _POWERS[length] = tuple(pow(31, length - 1 - i, 1 << 32) for i in range(length))
+    value: int = sum(map(operator.mul, codes, powers)) & 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+#: length -> 31 ** (length - 1 - i) mod 2 ** 32, for i in range(length)
+_POWERS: Final[dict[int, tuple[int, ...]]] = {}
+_POWERS_MAX_LENGTH: Final = 512
 
 
 def key_hash(key: str) -> int:
     """4.9's `indexKeyHashMethod`: abs of Java's String.hashCode, int32's minimum giving 0."""
-    value = abs(java_string_hash(key))
+    value = abs(java_hash(key))
     return 0 if value > 0x7FFFFFFF else value
 
 
@@ -161,8 +193,9 @@ class IndexFile:
         item_pos = self._items_pos + number * ITEM_SIZE
         if item_pos + ITEM_SIZE > self._allocated:
             self._allocate_items(item_pos + ITEM_SIZE)
-        # The item first, then the slot, then the header: a reader never follows a slot to an
-        # item not yet written.
+        # The item first, then the slot, then the count: a reader never follows a slot to an
+        # item not yet written. The header's bytes are written by `flush` (only a load reads
+        # them, and a load trusts the checkpoint's count, not theirs).
         ITEM.pack_into(self.mm, item_pos, hashed, offset, diff, previous)
         SLOT.pack_into(self.mm, slot_pos, number)
         if number <= 1:
@@ -173,7 +206,6 @@ class IndexFile:
         self.count = number + 1
         self.end_offset = offset
         self.end_timestamp = store_timestamp
-        self.write_header()
         return True
 
     def _allocate_items(self, needed: int) -> None:

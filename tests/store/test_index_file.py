@@ -15,6 +15,7 @@ from store.index.index_file import (
     SLOT_SIZE,
     IndexFile,
     index_file_size,
+    java_hash,
     key_hash,
 )
 from store.message import java_string_hash
@@ -152,3 +153,10 @@ def test_a_file_of_other_limits_is_refused(tmp_path: Path) -> None:
     else:
         raise AssertionError("a file of other limits was opened")
     assert os.path.getsize(tmp_path / "20240101000000000") == index_file_size(SLOTS, ITEMS)
+
+
+def test_the_fast_hash_is_java_string_hash() -> None:
+    samples = ["", "a", "Aa", "BB", "polygenelubricants", "T#" + "x" * 600, "é" * 40, "日本", "😀k"]
+    samples += [f"Topic#7F0000011A2B3C4D5E6F{n:012d}" for n in range(50)]
+    for text in samples:
+        assert java_hash(text) == java_string_hash(text), text
