@@ -27,6 +27,7 @@ still exist. One lock serializes the worker thread, queries and deletion.
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +55,8 @@ IDLE_WAIT_S: Final = 0.1
 #: 4.9's `maxMsgsNumBatch`: the most offsets one query returns
 MAX_MSGS_NUM_BATCH: Final = 64
 _NAME_LENGTH: Final = 17
+#: what stops indexing for a while, not the store: a full disk, damage in the log or the files
+_BUILD_ERRORS: Final = (OSError, ValueError, struct.error, RecordFormatError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +301,7 @@ class IndexService:
                         next_save = trio.current_time() + SAVE_INTERVAL_S
                         await trio.to_thread.run_sync(self.save)
                     self._recovered()
-                except (OSError, RecordFormatError) as exc:
+                except _BUILD_ERRORS as exc:
                     self._failed(exc)
                     await trio.sleep(1.0)
                     continue
@@ -314,7 +317,7 @@ class IndexService:
                     while await trio.to_thread.run_sync(self.build_batch, readable_end()):
                         pass
                     await trio.to_thread.run_sync(self.save)
-                except (OSError, RecordFormatError) as exc:
+                except _BUILD_ERRORS as exc:
                     log.error("index_close_failed", error=str(exc))
 
     def _failed(self, exc: Exception) -> None:
