@@ -12,6 +12,7 @@ import pytest
 from store.config import FlushDiskType, MessageStoreConfig
 from store.consume_service import ConsumeService, query_message, view_message
 from store.format import decode_record
+from store.index.index_file import IndexFile
 from store.index.service import CHECKPOINT_FILE, INDEX_DIR, IndexService
 from store.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from store.message_store import DefaultMessageStore
@@ -220,3 +221,26 @@ async def test_files_of_other_limits_are_rebuilt_under_the_new_ones(
         assert await offsets_of(store, "k") == offsets
         consume = await indexed_up(store)
         assert consume.index is not None and len(consume.index.files) == 1
+
+
+async def test_items_written_after_the_last_save_are_forgotten_at_open(
+    indexed: MessageStoreConfig,
+) -> None:
+    async with DefaultMessageStore.open(indexed) as store:
+        offsets = [await put(store, keys="k") for _ in range(3)]
+        await indexed_up(store)
+    forget_ghost(indexed.store_path_root_dir, offsets)
+
+
+def forget_ghost(root: str, offsets: list[int]) -> None:
+    index_dir = os.path.join(root, INDEX_DIR)
+    last = IndexFile(os.path.join(index_dir, max(os.listdir(index_dir))), 8, 6)
+    assert last.put_key("T1#ghost", offsets[-1], 0)  # as a crash after the last save leaves it
+    last.flush()
+    last.close()
+    index = IndexService.open(root, 8, 6, log_min=0, log_max=1 << 40, abnormal=False)
+    try:
+        assert index.query_offsets("T1", "ghost", 64, 0, FAR).offsets == []
+        assert sorted(index.query_offsets("T1", "k", 64, 0, FAR).offsets) == offsets
+    finally:
+        index.close()
