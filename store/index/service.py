@@ -10,14 +10,15 @@ named by the wall clock (`yyyyMMddHHmmssSSS`, moved on a millisecond when that n
 Crash safety. Every second (and at close) the files written since are msync'ed and then
 `config/indexCheckpoint` records, atomically, the commit-log offset indexed up to, the last
 file's name and its item count: everything the checkpoint names is on disk. At open, files
-newer than the checkpoint's are deleted and the checkpoint's file is cut back to its count (its
-slots rebuilt from the items kept, so a slot a crash wrote for a later item points nowhere);
+newer than the checkpoint's are deleted and, after a crash or when its header says otherwise,
+the checkpoint's file is cut back to the saved count (its slots rebuilt from the items kept, so
+a slot a crash wrote for a later item points nowhere);
 then items at or past the recovered end of the commit log are cut too, and indexing resumes at
 the checkpoint's offset (at most that end). So the index is never ahead of the commit log and
 misses nothing behind it. 4.9 instead deletes, after a crash, every file whose end time is past
 the checkpoint's index timestamp (set only when a file fills) and does not rebuild them. With no
-checkpoint at all (a first start, or files of another broker) the files are rebuilt from the
-log's first record.
+checkpoint at all (a first start, or files of another broker), or with files sized by other
+`max_hash_slot_num` / `max_index_num` values, the index is rebuilt from the log's first record.
 
 Retention: `delete_below` drops the files whose last item points below the log's first offset
 (never the newest file), as 4.9's `deleteExpiredFile`; a query also reads only records that
