@@ -18,7 +18,9 @@ $(VENV)/.run-installed: pyproject.toml constraints.txt | $(PY)
 	$(PIP) install -q -c constraints.txt -e .
 	touch $@
 
+# pyfuse3 (the power-cut file system of tests/powercut) builds against the system's libfuse3.
 $(VENV)/.test-installed: pyproject.toml constraints.txt | $(PY)
+	bash tests/powercut/install-fuse.sh
 	$(PIP) install -q -c constraints.txt -e '.[test,spark,bench]'
 	touch $@ $(VENV)/.run-installed
 
@@ -42,7 +44,7 @@ unit: install-test
 test: lint typecheck unit
 
 soak: install-test
-	RMQ_SOAK=1 $(PY) -m pytest --timeout 3600 tests/integration tests/reliability $(ARGS)
+	RMQ_SOAK=1 $(PY) -m pytest --timeout 3600 tests/integration tests/reliability tests/powercut $(ARGS)
 
 bench: install-test
 	$(PY) bench/codec.py

@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 from bench._common import peak_rss_mib, report
 from pipeline import columnar, splits
 from pipeline.schema import spark_schema
-from store import format as record_format
+from store import encode, layout
 from store.checkpoint import FlushOffsetFile
 from store.message import MessageExtBrokerInner
 from store.reader import CommitLogReader
@@ -59,7 +59,7 @@ def templates() -> list[bytes]:
             born_timestamp=1_700_000_000_000 + index,
             born_host=("10.0.0.2", 40000 + index % 16),
         )
-        encoded = record_format.encode_record(msg, 1_700_000_000_500, 1 << 22)
+        encoded = encode.encode_record(msg, 1_700_000_000_500, 1 << 22)
         assert isinstance(encoded, tuple)
         out.append(encoded[0])
     return out
@@ -69,20 +69,20 @@ def write_store(root: str, count: int) -> int:
     """Segments holding `count` records, BLANK-terminated when full; returns the durable offset."""
     os.makedirs(os.path.join(root, "commitlog"))
     records = templates()
-    patch = record_format.QUEUE_AND_PHYSICAL_OFFSET.pack_into
+    patch = layout.QUEUE_AND_PHYSICAL_OFFSET.pack_into
     base, written, segment = 0, 0, bytearray(SEGMENT_BYTES)
     pos = 0
     while written < count:
         record = records[written % TEMPLATES]
-        if pos + len(record) + record_format.END_FILE_MIN_BLANK_LENGTH > SEGMENT_BYTES:
-            record_format.BLANK_RECORD_HEADER.pack_into(
-                segment, pos, SEGMENT_BYTES - pos, record_format.BLANK_MAGIC_CODE
+        if pos + len(record) + layout.END_FILE_MIN_BLANK_LENGTH > SEGMENT_BYTES:
+            layout.BLANK_RECORD_HEADER.pack_into(
+                segment, pos, SEGMENT_BYTES - pos, layout.BLANK_MAGIC_CODE
             )
             _flush_segment(root, base, segment)
             base, pos, segment = base + SEGMENT_BYTES, 0, bytearray(SEGMENT_BYTES)
             continue
         segment[pos : pos + len(record)] = record
-        patch(segment, pos + record_format.QUEUEOFFSET_POS, written // 4, base + pos)
+        patch(segment, pos + layout.QUEUEOFFSET_POS, written // 4, base + pos)
         pos += len(record)
         written += 1
     _flush_segment(root, base, segment)

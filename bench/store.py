@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._common import peak_rss_mib, percentile, report, rss_mib
 from store.commit_log import DefaultAppendMessageCallback
 from store.config import FlushDiskType, MessageStoreConfig
-from store.format import encode_batch
+from store.encode import encode_batch
 from store.mapped_file import MappedFile, create_segment_file
 from store.message import MessageExtBrokerInner
 from store.message_store import DefaultMessageStore

@@ -184,7 +184,7 @@ def inspect(
 ) -> None:
     """Print the commit log's records up to the durable offset, one JSON object per line."""
     from broker.inspect import inspect_store
-    from store.format import RecordFormatError
+    from store.decode import RecordFormatError
 
     if not os.path.isdir(os.path.join(store_dir, "commitlog")):
         _inspect_failed(f"{store_dir} is not a store (no commitlog directory)")

@@ -25,7 +25,7 @@ from broker.query_client import QueryError, query_by_key, view_by_offset
 from protocol.errors import RemotingProtocolError
 from protocol.matcher import RequestTimeoutError
 from protocol.msgid import InvalidMessageIdError, decode_offset_msg_id
-from store.format import CommitLogRecord, RecordFormatError
+from store.decode import CommitLogRecord, RecordFormatError
 
 _UNREACHABLE = (
     OSError,

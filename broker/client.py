@@ -13,6 +13,7 @@ remark; no answer in time raises `RequestTimeoutError`; a lost connection `Conne
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import itertools
 import os
@@ -153,6 +154,8 @@ class Producer:
         self._closed: BaseException | None = None
         #: ACL: when set, every request is signed (AccessKey + Signature), as the Java client
         self.credentials: SessionCredentials | None = None
+        #: requests the broker sends (CHECK_TRANSACTION_STATE) go here when set; dropped when full
+        self.broker_requests: trio.MemorySendChannel[RemotingCommand] | None = None
 
     async def _reader(self) -> None:
         decoder = FrameDecoder()
@@ -162,6 +165,9 @@ class Producer:
                 for command in decoder.feed(cast(bytes, data)):
                     if command.is_response:
                         self._matcher.on_response(command)
+                    elif self.broker_requests is not None:
+                        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
+                            self.broker_requests.send_nowait(command)
         except (trio.BrokenResourceError, trio.ClosedResourceError, RemotingProtocolError) as exc:
             error = ConnectionClosedError(f"connection failed: {exc!r}")
         self._closed = error
@@ -214,6 +220,7 @@ class Producer:
         flag: int = 0,
         batch: bool = False,
         queue_id: int = -1,
+        sys_flag: int = 0,
     ) -> RemotingCommand:
         header = SendMessageRequestHeaderV2(
             a=self.group,
@@ -221,7 +228,7 @@ class Producer:
             c="TBW102",
             d=4,
             e=queue_id,
-            f=0,
+            f=sys_flag,
             g=int(time.time() * 1000),
             h=flag,
             i=properties,
@@ -234,16 +241,23 @@ class Producer:
             code, header.to_ext_fields(), body, language=LanguageCode.PYTHON
         )
 
-    def _single(self, message: Message) -> tuple[RemotingCommand, str]:
+    def _single(self, message: Message, sys_flag: int = 0) -> tuple[RemotingCommand, str]:
         uniq = self._ids.next()
         props = encode_properties(message.properties_with(uniq))
         command = self._send_command(
-            message.topic, message.body, props, flag=message.flag, queue_id=message.queue_id
+            message.topic,
+            message.body,
+            props,
+            flag=message.flag,
+            queue_id=message.queue_id,
+            sys_flag=sys_flag,
         )
         return command, uniq
 
-    async def send(self, message: Message, timeout_s: float | None = None) -> SendResult:
-        command, uniq = self._single(message)
+    async def send(
+        self, message: Message, timeout_s: float | None = None, *, sys_flag: int = 0
+    ) -> SendResult:
+        command, uniq = self._single(message, sys_flag)
         return _send_result(await self.request(command, timeout_s), uniq)
 
     async def send_oneway(self, message: Message) -> None:

@@ -101,6 +101,12 @@ class BrokerConfig:
     auto_create_topic_max_num: int = 10_000
     auto_create_subscription_group_max_num: int = 10_000
     reject_transaction_message: bool = False
+    #: ms a half message waits for its END_TRANSACTION before its producer is asked
+    transaction_time_out: int = 6_000
+    #: checks of one half message before it is given up (stored in TRANS_CHECK_MAX_TIME_TOPIC)
+    transaction_check_max: int = 15
+    #: ms between two rounds of the transaction check
+    transaction_check_interval: int = 60_000
     #: PERM_READ (4) | PERM_WRITE (2): without WRITE the routes say read-only and sends to
     #: order topics are refused (RocketMQ's brokerPermission, for draining a broker)
     broker_permission: int = 6
@@ -108,6 +114,8 @@ class BrokerConfig:
     #: startAcceptSendRequestTimeStamp); 0 accepts at once
     start_accept_send_request_time_stamp: int = 0
     default_topic_queue_nums: int = 8
+    #: ms after its last renewal that an orderly consumer's queue lock expires
+    rebalance_lock_max_live_time: int = 60_000
     #: how often changed consumer offsets are written to config/consumerOffset.json
     flush_consumer_offset_interval_ms: int = 5000
     region_id: str = "DefaultRegion"
@@ -143,6 +151,10 @@ class BrokerConfig:
             "auto_create_topic_max_num",
             "auto_create_subscription_group_max_num",
             "flush_consumer_offset_interval_ms",
+            "rebalance_lock_max_live_time",
+            "transaction_time_out",
+            "transaction_check_max",
+            "transaction_check_interval",
             "max_inflight_per_connection",
             "max_connections",
             "idle_timeout_s",

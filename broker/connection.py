@@ -39,6 +39,8 @@ from store.parking import ParkingSpot
 RECEIVE_SIZE: Final = 256 * 1024
 #: the writer joins queued frames up to about this many bytes per send_all
 MAX_COALESCE_BYTES: Final = 1024 * 1024
+#: frames queued for a peer past which the broker's own requests to it are dropped
+MAX_PUSHED_FRAMES: Final = 1024
 
 log = structlog.get_logger()
 _conn_ids = itertools.count(1)
@@ -128,7 +130,7 @@ class Connection:
         self.dispatcher = dispatcher
         self.config = config
         self.conn_id = next(_conn_ids)
-        self.ctx = RequestContext(broker, self.conn_id, remote)
+        self.ctx = RequestContext(broker, self.conn_id, remote, self.push)
         self.inflight = 0
         self.requests = 0
         self.close_reason = "peer_closed"
@@ -149,6 +151,15 @@ class Connection:
         self.access: AccessValidator | None = (
             shared_validator(config.acl_file) if config.acl_enable else None
         )
+
+    def push(self, command: RemotingCommand) -> bool:
+        """Queue a request of the broker's own for the peer (oneway); False when the connection
+        is closing or holds `MAX_PUSHED_FRAMES` unsent frames already."""
+        if self._write_failed or self._reading_done or len(self._outbox) >= MAX_PUSHED_FRAMES:
+            return False
+        self._outbox.append(encode_frame(command))
+        self._wake_writer()
+        return True
 
     def stop_reading(self, reason: str) -> None:
         """Stop taking new requests (shutdown, write failure); running ones still finish."""
@@ -232,6 +243,10 @@ class Connection:
                 # (the writer flushes before the connection closes); nothing after them is read.
                 error, commands = exc, exc.decoded if isinstance(exc, FramesBeforeError) else ()
             buffered = decoder.buffered
+            if buffered and commands:
+                # A frame completed and the next one began in this data: a busy client whose
+                # writes end mid-frame, not a trickle; its partial frame is timed from now.
+                self._partial_since = self._last_receive
             if buffered != self._buffered:
                 # A partial frame is held: counted in the budget, and timed against a trickle.
                 if not buffered:

@@ -109,12 +109,17 @@ class ConsumerManager:
         return len(self._groups)
 
     async def run_housekeeping(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        *also: Callable[[], object],
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        """Every `HOUSEKEEPING_S`: expire silent clients, then run `also` (other tables' expiry)."""
         task_status.started()
         while True:
             await trio.sleep(HOUSEKEEPING_S)
             self.expire()
+            for expire in also:
+                expire()
 
     def client_ids(self, group: str) -> list[str]:
         """The live clients of `group`, expired ones dropped."""

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Protocol
 from broker.consumer_manager import ConsumerManager
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.long_polling import PullWaiters
+from broker.producer_manager import ProducerManager
 from broker.read_budget import ReadBudget
+from broker.rebalance_lock import RebalanceLockManager
 from store.consume_service import ConsumeService
 from store.message import MessageExtBrokerInner, PutMessageResult
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from broker.processors import RequestContext
     from broker.subscription_group import SubscriptionGroupManager
     from broker.topic_config import TopicConfigManager
+    from broker.transaction import TransactionService
     from protocol.route import HeartbeatData
 
 
@@ -65,6 +68,12 @@ class BrokerContext:
     offsets: ConsumerOffsetManager = field(default_factory=lambda: ConsumerOffsetManager(None))
     consumers: ConsumerManager = field(default_factory=ConsumerManager)
     pull_waiters: PullWaiters = field(default_factory=PullWaiters)
+    #: producer groups -> their connections, to check transactions with
+    producers: ProducerManager = field(default_factory=ProducerManager)
+    #: END_TRANSACTION and the check of half messages (set by the server)
+    transactions: TransactionService | None = None
+    #: the queue locks of orderly consumers (LOCK_BATCH_MQ)
+    locks: RebalanceLockManager = field(default_factory=RebalanceLockManager)
     #: partial frames held by every connection together (`max_buffered_bytes`)
     read_budget: ReadBudget = field(default_factory=lambda: ReadBudget(64 * 1024 * 1024))
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from protocol.properties import MessageConst, decode_properties
-from store.format import CommitLogRecord, RecordFormatError
+from store.decode import CommitLogRecord, RecordFormatError
 from store.index.index_file import index_keys
 from store.message import TRANSACTION_ROLLBACK_TYPE, get_transaction_value
 from store.reader import CommitLogReader

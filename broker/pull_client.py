@@ -9,7 +9,7 @@ async with open_pull_consumer("127.0.0.1", 10911, "my-group") as consumer:
     await consumer.commit("Orders", 0, result.next_begin_offset)
 ```
 
-Records are decoded with the store's own decoder (`store.format.decode_copied_records`); bodies the
+Records are decoded with the store's own decoder (`store.decode.decode_copied_records`); bodies the
 client compressed stay compressed (`sys_flag` says so), as the official clients receive them.
 """
 
@@ -37,7 +37,7 @@ from protocol.consumer_headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from protocol.route import ConsumerData, ConsumerListBody, HeartbeatData, SubscriptionData
-from store.format import CommitLogRecord, decode_copied_records
+from store.decode import CommitLogRecord, decode_copied_records
 
 #: what the broker holds a pull at most is the client's concern too: wait a little longer
 CLIENT_SLACK_S = 5.0

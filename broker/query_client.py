@@ -19,7 +19,7 @@ from protocol.consumer_headers import (
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
-from store.format import CommitLogRecord, decode_copied_records
+from store.decode import CommitLogRecord, decode_copied_records
 
 #: the end of time, for a query with no upper bound
 LATEST: Final = (1 << 63) - 1

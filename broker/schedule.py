@@ -37,15 +37,15 @@ from broker.topic_config import (
 )
 from protocol.errors import HeaderFieldError
 from protocol.properties import MessageConst, decode_properties, encode_properties
+from store.decode import decode_copied_records
 from store.errors import StoreLoadError
-from store.format import decode_copied_records
 from store.get_message import GetMessageStatus
 from store.message import MessageExtBrokerInner, java_string_hash
 from store.status import PutMessageStatus
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
-    from store.format import CommitLogRecord
+    from store.decode import CommitLogRecord
 
 log = structlog.get_logger()
 

@@ -10,9 +10,10 @@ flush, checkpoint, abort file removed). Signals are the CLI's business.
 
 from __future__ import annotations
 
+import errno
 import gc
 import ssl
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import structlog
@@ -34,6 +35,8 @@ from broker.processors.consumer import (
     SearchOffsetByTimestampProcessor,
     UpdateConsumerOffsetProcessor,
 )
+from broker.processors.end_transaction import EndTransactionProcessor
+from broker.processors.lock import LockBatchMqProcessor, UnlockBatchMqProcessor
 from broker.processors.namesrv import (
     GetBrokerClusterInfoProcessor,
     GetRouteInfoProcessor,
@@ -45,16 +48,22 @@ from broker.processors.query import QueryMessageProcessor, ViewMessageByIdProces
 from broker.processors.send import SendMessageProcessor
 from broker.processors.send_back import ConsumerSendMsgBackProcessor
 from broker.read_budget import ReadBudget
+from broker.rebalance_lock import RebalanceLockManager
 from broker.resources import bind_error, raise_open_files_limit
 from broker.schedule import ScheduleMessageService
 from broker.store_metrics import serving_metrics, timed_flusher
 from broker.subscription_group import SubscriptionGroupManager
 from broker.tls import shared_acceptor
 from broker.topic_config import TopicConfigManager
+from broker.transaction import TransactionService
 from protocol.codes import RequestCode
 from store.message_store import DefaultMessageStore
 
 log = structlog.get_logger()
+
+#: accept errors that mean "out of a resource for now": the connection stays in the backlog
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+ACCEPT_RETRY_S = 0.1
 
 
 def namesrv_processors() -> dict[int, RequestProcessor]:
@@ -86,6 +95,9 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupProcessor(),
             RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackProcessor(),
             RequestCode.TRIGGER_DELETE_FILES: DeleteExpiredCommitLogProcessor(),
+            RequestCode.END_TRANSACTION: EndTransactionProcessor(),
+            RequestCode.LOCK_BATCH_MQ: LockBatchMqProcessor(),
+            RequestCode.UNLOCK_BATCH_MQ: UnlockBatchMqProcessor(),
             RequestCode.QUERY_MESSAGE: QueryMessageProcessor(),
             RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageByIdProcessor(),
         }
@@ -128,7 +140,40 @@ class BrokerServer:
         async def handler(stream: trio.SocketStream) -> None:
             await self._handle(stream, dispatcher)
 
-        await trio.serve_listeners(handler, listeners, handler_nursery=nursery)
+        async with trio.open_nursery() as accepting:
+            for listener in listeners:
+                accepting.start_soon(self._accept_loop, listener, handler, nursery)
+
+    async def _accept_loop(
+        self,
+        listener: trio.SocketListener,
+        handler: Callable[[trio.SocketStream], Awaitable[None]],
+        nursery: trio.Nursery,
+    ) -> None:
+        """Accept connections for ever. Out of descriptors or memory (EMFILE and the like), the
+        connection waits in the backlog and accepting is retried every `ACCEPT_RETRY_S`: one
+        `accept_failed` event per spell, `accept_resumed` when a connection is accepted again."""
+        failed = 0
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                if not failed:
+                    log.warning(
+                        "accept_failed",
+                        error=errno.errorcode.get(exc.errno or 0, str(exc.errno)),
+                        connections=len(self.connections),
+                        retry_s=ACCEPT_RETRY_S,
+                    )
+                failed += 1
+                await trio.sleep(ACCEPT_RETRY_S)
+                continue
+            if failed:
+                log.info("accept_resumed", attempts=failed, connections=len(self.connections))
+                failed = 0
+            nursery.start_soon(handler, stream)
 
     async def _handle(self, stream: trio.SocketStream, dispatcher: Dispatcher) -> None:
         if len(self.connections) >= self.broker.config.max_connections:
@@ -156,6 +201,7 @@ class BrokerServer:
             finally:
                 self.connections.discard(connection)
                 self.broker.consumers.connection_closed(connection.conn_id)
+                self.broker.producers.connection_closed(connection.conn_id)
                 if self._draining and not self.connections:
                     self._all_closed.set()
                 await trio.aclose_forcefully(stream)
@@ -271,6 +317,7 @@ async def serve(
         )
         broker = BrokerContext(config, store, topics, groups, store_host, metrics)
         broker.read_budget = ReadBudget(config.max_buffered_bytes)
+        broker.locks = RebalanceLockManager(config.rebalance_lock_max_live_time / 1000)
         _consume_side(broker, store, root)
         server = BrokerServer(broker)
         server.addresses = addresses
@@ -280,7 +327,11 @@ async def serve(
             await background.start(
                 broker.offsets.run, config.flush_consumer_offset_interval_ms / 1000
             )
-            await background.start(broker.consumers.run_housekeeping)
+            await background.start(
+                broker.consumers.run_housekeeping, broker.locks.expire, broker.producers.expire
+            )
+            broker.transactions = TransactionService(broker)
+            await background.start(broker.transactions.run)
             schedule = ScheduleMessageService(broker, root / "config")
             schedule.load()
             await background.start(schedule.run)
@@ -295,6 +346,7 @@ def _consume_side(broker: BrokerContext, store: DefaultMessageStore, root: Path)
     broker.offsets = ConsumerOffsetManager(root / "config")
     broker.offsets.load()
     broker.heartbeat_listeners.append(broker.consumers.on_heartbeat)
+    broker.heartbeat_listeners.append(broker.producers.on_heartbeat)
     if store.consume is not None:
         store.consume.add_listener(broker.pull_waiters.on_arrival)
 

@@ -37,6 +37,7 @@ import trio
 from protocol import names
 from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
+from store.mapped_file import make_dirs
 
 PERM_PRIORITY: Final = 8
 PERM_READ: Final = 4
@@ -204,8 +205,9 @@ _failing_paths: set[Path] = set()
 
 
 def write_json_atomically(path: Path, payload: object) -> None:
-    """Write `payload` as JSON to `path`: temp file in the same directory, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write `payload` as JSON to `path`: temp file in the same directory, fsync, rename, fsync
+    of the directory (created durably when missing)."""
+    make_dirs(str(path.parent))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

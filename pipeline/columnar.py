@@ -18,9 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.schema import ARROW_SCHEMA
-from store.columns import Packed, RecordColumns, decode_columns, walk
-from store.format import RecordFormatError
+from store.columns import decode_columns, walk
+from store.decode import RecordFormatError
 from store.message import decode_host, offset_msg_id
+from store.record_columns import Packed, RecordColumns
 
 # Spark pays a fixed cost per Arrow batch (measured: 2k-row batches scan at 0.6x the rate of 64k
 # ones), so batches are large, and capped in bytes to bound memory and the int32 Arrow offsets.

@@ -1,7 +1,7 @@
 """The row shape of the `commitlog` source: one row per stored message.
 
 Owns the column list, the Spark `StructType` and the Arrow schema that `read()` must yield.
-Knows nothing of the byte layout (that is `store.format`) or of how rows are decoded.
+Knows nothing of the byte layout (that is `store.layout`) or of how rows are decoded.
 
 Timestamps are the record's millisecond values as UTC timestamps. `body` holds the bytes as
 stored: a compressed message (sysFlag bit 0) keeps its compressed body, and `body_crc` is the

@@ -23,8 +23,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from pipeline import columnar
-from store import format as record_format
-from store.format import Buffer, RecordFormatError
+from store import decode, layout
+from store.decode import RecordFormatError
+from store.layout import Buffer
 from store.reader import CommitLogReader
 from store.segment_view import open_segment
 
@@ -134,10 +135,10 @@ def data_loss(path: str, offset: int, fail: bool) -> None:
 
 
 def _hop_to_cuts(data: Buffer, base: int, cuts: list[int], end: int) -> list[int | None]:
-    unpack = record_format.SIZE_MAGIC.unpack_from
+    unpack = layout.SIZE_MAGIC.unpack_from
     magic_code, min_size, size_limit = (
-        record_format.MESSAGE_MAGIC_CODE,
-        record_format.MIN_RECORD_SIZE,
+        layout.MESSAGE_MAGIC_CODE,
+        layout.MIN_RECORD_SIZE,
         len(data),
     )
     stop = min(end - base, size_limit)
@@ -149,7 +150,7 @@ def _hop_to_cuts(data: Buffer, base: int, cuts: list[int], end: int) -> list[int
             size, magic = unpack(data, pos) if pos + 8 <= size_limit else (0, 0)
             if not (magic == magic_code and min_size <= size <= size_limit - pos):
                 try:
-                    size = record_format.record_step(data, pos, base + pos, size_limit)
+                    size = decode.record_step(data, pos, base + pos, size_limit)
                 except RecordFormatError:
                     return found + [RESYNC] * (len(cuts) - len(found))
                 if size == 0:  # BLANK: no record after it in this segment

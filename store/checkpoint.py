@@ -19,7 +19,7 @@ from typing import Any, Final
 import msgpack  # type: ignore[import-untyped]
 
 from store.errors import StoreLockedError
-from store.mapped_file import fsync_dir
+from store.mapped_file import fsync_dir, make_dirs
 
 CHECKPOINT_FILE: Final = "checkpoint"
 TOPIC_QUEUE_TABLE_FILE: Final = os.path.join("config", "topicQueueTable.msgpack")
@@ -104,7 +104,7 @@ class TopicQueueTableSnapshot:
             return None
 
     def write(self, root: str) -> None:
-        os.makedirs(os.path.join(root, "config"), exist_ok=True)
+        make_dirs(os.path.join(root, "config"))
         data = msgpack.packb(
             {"offset": self.offset, "table": self.table, "last_record": self.last_record}
         )

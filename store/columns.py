@@ -1,10 +1,11 @@
 """Finding records in a segment and decoding a run of them column by column.
 
 Owns the one decoder of stored records that every reader uses: `walk` hops record headers
-(TOTALSIZE and MAGICCODE, by `format.record_step`'s rules) and returns where the records lie;
-`decode_columns` validates a run of them (`format.locate_record`'s rules plus the record's own
-offset in PHYSICALOFFSET) and returns one column per field. `CommitLogReader.iter_records` turns
-those columns into `CommitLogRecord`s; the Spark source turns them into Arrow arrays.
+(TOTALSIZE and MAGICCODE, by `decode.record_step`'s rules) and returns where the records lie;
+`decode_columns` validates a run of them (`decode.locate_record`'s rules plus the record's own
+offset in PHYSICALOFFSET) and returns one column per field (`store.record_columns`).
+`CommitLogReader.iter_records` turns those columns into `CommitLogRecord`s; the Spark source
+turns them into Arrow arrays.
 
 `decode_columns` has two paths with the same results: pure Python (the store's own) and a
 vectorised one taken when numpy can be imported and the run shares one host layout. numpy is
@@ -16,25 +17,32 @@ the same error at the same record.
 from __future__ import annotations
 
 import zlib
-from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, pairwise
-from typing import Any, Final
+from typing import Any
 
-from store.format import (
+from store.decode import RecordFormatError, locate_record, record_step
+from store.layout import (
+    FIELD_BODY_CRC,
+    FIELD_BORN_HOST,
+    FIELD_BORN_TIMESTAMP,
+    FIELD_FLAG,
+    FIELD_PHYSICAL_OFFSET,
+    FIELD_PREPARED_TRANSACTION_OFFSET,
+    FIELD_QUEUE_ID,
+    FIELD_QUEUE_OFFSET,
+    FIELD_RECONSUME_TIMES,
+    FIELD_STORE_HOST,
+    FIELD_STORE_TIMESTAMP,
+    FIELD_SYS_FLAG,
+    FIELD_TOTAL_SIZE,
+    HEADER_FIELDS,
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE,
     SIZE_MAGIC,
     Buffer,
-    CommitLogRecord,
-    RecordFormatError,
-    locate_record,
-    record_step,
 )
-from store.message import decode_host
-
-MAX_RUN_BYTES: Final = (1 << 31) - 1  # Packed offsets are int32, as Arrow's are
+from store.record_columns import Packed, RecordColumns
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,172 +100,6 @@ def walk(
         sizes.append(size)
         pos += size
     return Walk(positions, sizes, pos, False)
-
-
-class Packed:
-    """Variable-length fields back to back: field i is `data[offsets[i]:offsets[i + 1]]`.
-
-    `offsets` holds len + 1 int32 values (an `array('i')`, or a numpy array on the fast path), in
-    the layout of Arrow's binary arrays. Built from a list of fields (`of`), both are computed on
-    first use, so a reader that wants the fields one by one never copies them twice.
-    """
-
-    __slots__ = ("_data", "_items", "_offsets")
-
-    def __init__(self, offsets: Sequence[int], data: bytes) -> None:
-        self._offsets: Sequence[int] | None = offsets
-        self._data: bytes | None = data
-        self._items: list[bytes] | None = None
-
-    @classmethod
-    def of(cls, items: list[bytes]) -> Packed:
-        packed = cls((), b"")
-        packed._offsets, packed._data, packed._items = None, None, items
-        return packed
-
-    @property
-    def offsets(self) -> Sequence[int]:
-        if self._offsets is None:
-            assert self._items is not None
-            self._offsets = array("i", accumulate(map(len, self._items), initial=0))
-        return self._offsets
-
-    @property
-    def data(self) -> bytes:
-        if self._data is None:
-            assert self._items is not None
-            self._data = b"".join(self._items)
-        return self._data
-
-    def __len__(self) -> int:
-        return len(self._items) if self._items is not None else len(self.offsets) - 1
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Packed):
-            return NotImplemented
-        return self.tolist() == other.tolist()
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Packed({self.tolist()!r})"
-
-    def tolist(self) -> list[bytes]:
-        if self._items is not None:
-            return list(self._items)
-        bounds = [int(o) for o in self.offsets]
-        data = self.data
-        return [data[a:b] for a, b in pairwise(bounds)]
-
-
-@dataclass(frozen=True, slots=True)
-class RecordColumns:
-    """A run of records, one column per field, in record order.
-
-    Integer columns are lists, or numpy arrays of the field's width on the fast path. Hosts are
-    the raw host fields (address + int32 port, 8 or 20 bytes); topic and properties raw UTF-8.
-    `body` is None unless asked for; `crc_ok` is None unless the CRC was verified.
-    """
-
-    physical_offset: Sequence[int]
-    total_size: Sequence[int]
-    body_crc: Sequence[int]
-    queue_id: Sequence[int]
-    flag: Sequence[int]
-    queue_offset: Sequence[int]
-    sys_flag: Sequence[int]
-    born_timestamp: Sequence[int]
-    born_host: Packed
-    store_timestamp: Sequence[int]
-    store_host: Packed
-    reconsume_times: Sequence[int]
-    prepared_transaction_offset: Sequence[int]
-    topic: Packed
-    properties: Packed
-    body: Packed | None
-    crc_ok: Sequence[bool] | None
-
-    def __len__(self) -> int:
-        return len(self.physical_offset)
-
-    def to_pydict(self) -> dict[str, list[Any] | None]:
-        """Every column as a list of Python values (None for a column not produced)."""
-        return {name: _pylist(getattr(self, name)) for name in _COLUMNS}
-
-    def records(self) -> Iterator[CommitLogRecord]:
-        """The run as `CommitLogRecord`s (text decoded as `decode_record` does, hosts parsed)."""
-        ints = zip(*(_ints(getattr(self, name)) for name in _INT_COLUMNS), strict=True)
-        count = len(self)
-        bodies = [None] * count if self.body is None else self.body.tolist()
-        crc_ok: list[Any] = [None] * count if self.crc_ok is None else _ints(self.crc_ok)
-        texts = zip(
-            self.topic.tolist(),
-            self.properties.tolist(),
-            self.born_host.tolist(),
-            self.store_host.tolist(),
-            strict=True,
-        )
-        for fixed, (topic, props, born, store), body, ok in zip(
-            ints, texts, bodies, crc_ok, strict=True
-        ):
-            offset, size, crc, queue_id, flag, queue_offset, sys_flag, born_ts, store_ts = fixed[:9]
-            yield CommitLogRecord(
-                physical_offset=offset,
-                total_size=size,
-                topic=topic.decode(errors="replace"),
-                queue_id=queue_id,
-                queue_offset=queue_offset,
-                flag=flag,
-                sys_flag=sys_flag,
-                born_timestamp=born_ts,
-                born_host=decode_host(born),
-                store_timestamp=store_ts,
-                store_host=decode_host(store),
-                reconsume_times=fixed[9],
-                prepared_transaction_offset=fixed[10],
-                body_crc=crc,
-                crc_ok=ok,
-                properties=props.decode(errors="replace"),
-                body=body,
-            )
-
-
-_INT_COLUMNS: Final = (
-    "physical_offset",
-    "total_size",
-    "body_crc",
-    "queue_id",
-    "flag",
-    "queue_offset",
-    "sys_flag",
-    "born_timestamp",
-    "store_timestamp",
-    "reconsume_times",
-    "prepared_transaction_offset",
-)
-_COLUMNS: Final = (
-    *_INT_COLUMNS,
-    "born_host",
-    "store_host",
-    "topic",
-    "properties",
-    "body",
-    "crc_ok",
-)
-
-
-def _ints(column: Sequence[Any]) -> list[Any]:
-    tolist = getattr(column, "tolist", None)  # numpy arrays and array.array: Python ints
-    return list(column) if tolist is None else list(tolist())
-
-
-def _pylist(column: Sequence[Any] | Packed | None) -> list[Any] | None:
-    if column is None:
-        return None
-    if isinstance(column, Packed):
-        return column.tolist()
-    tolist = getattr(column, "tolist", None)
-    return list(column) if tolist is None else list(tolist())
 
 
 def decode_columns(
@@ -331,8 +173,9 @@ def _decode_pure(
     for pos in positions:
         offset = base + pos
         header, fields, topic_pos, props_pos, props_len = locate_record(buf, pos, offset, limit)
-        if fields[6] != offset:
-            raise RecordFormatError(offset, f"physical offset field {fields[6]}")
+        physical = fields[FIELD_PHYSICAL_OFFSET]
+        if physical != offset:
+            raise RecordFormatError(offset, f"physical offset field {physical}")
         topic = bytes(buf[topic_pos + 1 : props_pos])
         if wanted is not None and topic not in wanted:
             continue
@@ -341,27 +184,27 @@ def _decode_pure(
         props_col.append(bytes(buf[props_pos + 2 : props_pos + 2 + props_len]))
         if need_body:
             bodies.append(bytes(buf[pos + header.size : topic_pos]))
-    cols: list[Sequence[Any]] = list(zip(*headers, strict=True)) or [()] * 15
+    cols: list[Sequence[Any]] = list(zip(*headers, strict=True)) or [()] * len(HEADER_FIELDS)
     crc_ok = None
     if verify_crc:
         crc_ok = [
             (zlib.crc32(body) & 0x7FFFFFFF) == stored
-            for body, stored in zip(bodies, cols[2], strict=True)
+            for body, stored in zip(bodies, cols[FIELD_BODY_CRC], strict=True)
         ]
     return RecordColumns(
-        physical_offset=cols[6],
-        total_size=cols[0],
-        body_crc=cols[2],
-        queue_id=cols[3],
-        flag=cols[4],
-        queue_offset=cols[5],
-        sys_flag=cols[7],
-        born_timestamp=cols[8],
-        born_host=Packed.of(list(cols[9])),
-        store_timestamp=cols[10],
-        store_host=Packed.of(list(cols[11])),
-        reconsume_times=cols[12],
-        prepared_transaction_offset=cols[13],
+        physical_offset=cols[FIELD_PHYSICAL_OFFSET],
+        total_size=cols[FIELD_TOTAL_SIZE],
+        body_crc=cols[FIELD_BODY_CRC],
+        queue_id=cols[FIELD_QUEUE_ID],
+        flag=cols[FIELD_FLAG],
+        queue_offset=cols[FIELD_QUEUE_OFFSET],
+        sys_flag=cols[FIELD_SYS_FLAG],
+        born_timestamp=cols[FIELD_BORN_TIMESTAMP],
+        born_host=Packed.of(list(cols[FIELD_BORN_HOST])),
+        store_timestamp=cols[FIELD_STORE_TIMESTAMP],
+        store_host=Packed.of(list(cols[FIELD_STORE_HOST])),
+        reconsume_times=cols[FIELD_RECONSUME_TIMES],
+        prepared_transaction_offset=cols[FIELD_PREPARED_TRANSACTION_OFFSET],
         topic=Packed.of(topic_col),
         properties=Packed.of(props_col),
         body=Packed.of(bodies) if include_body else None,

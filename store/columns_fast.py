@@ -1,7 +1,7 @@
 """The numpy path of `store.columns.decode_columns`: a run of records in a handful of gathers.
 
-Owns nothing of the format: the header dtypes are derived from `store.format`'s structs and every
-check mirrors `format.locate_record`. Imported only by `decode_columns`, on first use, so the store
+Owns nothing of the format: the header dtypes are derived from `store.layout`'s structs and every
+check mirrors `decode.locate_record`. Imported only by `decode_columns`, on first use, so the store
 runs without numpy. Returns None for a run it does not take (host layouts mixed, a field over
 int32 offsets, or any record failing a check): the pure path then decodes it, or raises.
 """
@@ -16,38 +16,19 @@ from typing import Any, Final, cast
 import numpy as np
 import numpy.typing as npt
 
-from store import format as record_format
-from store.columns import MAX_RUN_BYTES, Packed, RecordColumns
+from store import layout
 from store.message import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+from store.record_columns import MAX_RUN_BYTES, Packed, RecordColumns
 
 _SHORT_FIELD_BYTES: Final = 16
 _V6_FLAGS: Final = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
-# Field names of the store's header structs, in their order (see store/format.py).
-_FIELDS: Final = (
-    "total_size",
-    "magic",
-    "body_crc",
-    "queue_id",
-    "flag",
-    "queue_offset",
-    "physical_offset",
-    "sys_flag",
-    "born_timestamp",
-    "born_host",
-    "store_timestamp",
-    "store_host",
-    "reconsume_times",
-    "prepared_transaction_offset",
-    "body_len",
-)
-
 Positions = npt.NDArray[np.int64]
 
 
 def _numpy_dtype(header: struct.Struct) -> np.dtype[Any]:
     """A big-endian record dtype with the same fields and offsets as one of the header structs."""
     codes = re.findall(r"(\d*)([a-z])", header.format.lstrip(">"))
-    assert len(codes) == len(_FIELDS), header.format
+    assert len(codes) == len(layout.HEADER_FIELDS), header.format
     formats: list[Any] = []
     offsets: list[int] = []
     prefix = ">"
@@ -55,15 +36,20 @@ def _numpy_dtype(header: struct.Struct) -> np.dtype[Any]:
         offsets.append(struct.calcsize(prefix))
         prefix += count + code
         formats.append({"i": ">i4", "q": ">i8"}.get(code) or ("u1", (int(count),)))
-    spec = {"names": _FIELDS, "formats": formats, "offsets": offsets, "itemsize": header.size}
+    spec = {
+        "names": layout.HEADER_FIELDS,
+        "formats": formats,
+        "offsets": offsets,
+        "itemsize": header.size,
+    }
     return cast(np.dtype[Any], np.dtype(spec))  # type: ignore[call-overload]
 
 
-_DTYPES: Final = {key: _numpy_dtype(header) for key, header in record_format.HEADER_STRUCTS.items()}
+_DTYPES: Final = {key: _numpy_dtype(header) for key, header in layout.HEADER_STRUCTS.items()}
 
 
 def decode(
-    buf: record_format.Buffer,
+    buf: layout.Buffer,
     positions: Sequence[int],
     *,
     base: int,
@@ -75,9 +61,9 @@ def decode(
     """The records at `positions`, or None when the pure path must take the run."""
     pos = np.asarray(positions, dtype=np.int64)
     data = np.frombuffer(buf, dtype=np.uint8)
-    if pos.min() < 0 or pos.max() + record_format.HEADER_V4.size > limit:
+    if pos.min() < 0 or pos.max() + layout.HEADER_V4.size > limit:
         return None
-    flags = _be(data, pos + record_format.SYSFLAG_POS, ">i4") & _V6_FLAGS
+    flags = _be(data, pos + layout.SYSFLAG_POS, ">i4") & _V6_FLAGS
     if (flags != flags[0]).any():
         return None
     key = (bool(flags[0] & BORNHOST_V6_FLAG), bool(flags[0] & STOREHOSTADDRESS_V6_FLAG))
@@ -88,9 +74,9 @@ def decode(
     fields = np.ascontiguousarray(data[pos[:, None] + np.arange(header_size)]).view(dtype).ravel()
     total = fields["total_size"].astype(np.int64)
     record_end = pos + total
-    body_len = fields["body_len"].astype(np.int64)
+    body_len = fields["body_length"].astype(np.int64)
     topic_pos = pos + header_size + body_len
-    bad = (fields["magic"] != record_format.MESSAGE_MAGIC_CODE) | (total < header_size + 3)
+    bad = (fields["magic"] != layout.MESSAGE_MAGIC_CODE) | (total < header_size + 3)
     bad |= (record_end > limit) | (body_len < 0) | (topic_pos + 3 > record_end)
     bad |= fields["physical_offset"] != pos + base
     if bad.any():
@@ -117,7 +103,7 @@ def decode(
         bodies = _slices(buf, pos + header_size, body_len)
     crc_ok = None
     if verify_crc:
-        crc = record_format.body_crc
+        crc = layout.body_crc
         computed = np.fromiter((crc(b) for b in bodies), dtype=np.int64, count=len(bodies))
         crc_ok = cast(Sequence[bool], computed == fields["body_crc"].astype(np.int64))
     return RecordColumns(

@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from store.allocate import AllocateMappedFileService
-from store.format import (
+from store.encode import EncodedBatch
+from store.layout import (
     BLANK_MAGIC_CODE,
     BLANK_RECORD_HEADER,
     END_FILE_MIN_BLANK_LENGTH,
     INT64,
     QUEUE_AND_PHYSICAL_OFFSET,
     QUEUEOFFSET_POS,
-    EncodedBatch,
 )
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue

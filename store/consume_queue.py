@@ -108,7 +108,9 @@ class ConsumeQueue:
                 # The new name (and any directory made for it) is made durable by the next
                 # flush: the dispatch offset saved after it must never outlive the file.
                 topic_dir = os.path.dirname(self.dir)
-                self._unsynced_dirs.update((self.dir, topic_dir, os.path.dirname(topic_dir)))
+                queues_dir = os.path.dirname(topic_dir)
+                root = os.path.dirname(queues_dir)  # names consumequeue/ on its first file
+                self._unsynced_dirs.update((self.dir, topic_dir, queues_dir, root))
             os.makedirs(self.dir, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             if os.fstat(fd).st_size < self.file_size:

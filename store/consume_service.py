@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
+from store.decode import CommitLogRecord
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
-from store.format import SYSFLAG_POS, CommitLogRecord, EncodedBatch, store_timestamp_pos
+from store.encode import EncodedBatch
 from store.get_message import GetMessageResult, TagFilter, get_message, with_large
 from store.index.query import QueryMessageResult, query_messages, read_raw_record_at
 from store.index.service import IndexService
+from store.layout import SYSFLAG_POS, store_timestamp_pos
 from store.lookup import LOOP_READ_MAX_BYTES, read_record_at
 from store.message import BORNHOST_V6_FLAG
 from store.open_files import DEFAULT_CAPACITY
@@ -125,7 +127,9 @@ class ConsumeService:
         queue_id: int,
         offset: int,
         max_count: int,
+        *,
         tag_filter: TagFilter | None = None,
+        loop_read_max: int | None = None,
     ) -> GetMessageResult:
         return get_message(
             self.table,
@@ -136,6 +140,7 @@ class ConsumeService:
             offset,
             max_count=max_count,
             tag_filter=tag_filter,
+            loop_read_max=loop_read_max,
         )
 
     async def pull(
@@ -144,14 +149,11 @@ class ConsumeService:
         """`get_message` for a pull: a record over `LOOP_READ_MAX_BYTES` is copied by `pread`
         in a worker thread while its segment is held, so neither the copy nor a page fault on
         a cold page stops the event loop; smaller ones are read from the mapping."""
-        result = get_message(
-            self.table,
-            self.read_bytes,
-            self.files.min_offset,
+        result = self.get_message(
             topic,
             queue_id,
             offset,
-            max_count=max_count,
+            max_count,
             tag_filter=tag_filter,
             loop_read_max=LOOP_READ_MAX_BYTES,
         )

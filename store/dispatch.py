@@ -21,7 +21,9 @@ import structlog
 import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE, ConsumeQueue
-from store.format import CommitLogRecord, EncodedBatch
+from store.decode import CommitLogRecord
+from store.encode import EncodedBatch
+from store.mapped_file import fsync_dir, make_dirs
 from store.message import enters_consume_queue, tags_code_of
 from store.open_files import DEFAULT_CAPACITY, OpenFiles
 from store.reader import CommitLogReader
@@ -113,10 +115,11 @@ class ConsumeQueueTable:
         return None
 
     def save_dispatch_offset(self, offset: int) -> None:
-        """Flush the queues, then record `offset` (temp + fsync + rename) as fully dispatched."""
+        """Flush the queues, then record `offset` (temp + fsync + rename + fsync of the
+        directory) as fully dispatched."""
         self.flush()
         path = self._dispatched_path()
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        make_dirs(os.path.dirname(path))
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="ascii") as handle:
             handle.write(str(offset))
@@ -126,6 +129,7 @@ class ConsumeQueueTable:
         legacy = self._legacy_dispatched_path()
         if os.path.isfile(legacy):
             os.remove(legacy)  # the new file is in place: the old one must not be read again
+        fsync_dir(os.path.dirname(path))
 
     def repair(self, commit_log_min: int, commit_log_max: int) -> int:
         """Drop units past `commit_log_max`; return the offset dispatch must resume from."""

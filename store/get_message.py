@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from store.consume_queue import ConsumeQueue, CqUnit
+from store.decode import RecordFormatError, decode_record
 from store.dispatch import ConsumeQueueTable
-from store.format import RecordFormatError, decode_record
 from store.message import java_string_hash, tags_of
 
 MAX_TRANSFER_BYTES: Final = 256 * 1024  # maxTransferBytesOnMessageInMemory

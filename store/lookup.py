@@ -21,16 +21,14 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from store.format import (
+from store.decode import CommitLogRecord, RecordFormatError, decode_record
+from store.layout import (
     INT64,
     MESSAGE_MAGIC_CODE,
     MIN_RECORD_SIZE,
     PHYSICALOFFSET_POS,
     RECORD_OVERHEAD_BYTES,
     SIZE_MAGIC,
-    CommitLogRecord,
-    RecordFormatError,
-    decode_record,
 )
 
 if TYPE_CHECKING:

@@ -20,6 +20,8 @@ from store.config import OS_PAGE_SIZE
 log = structlog.get_logger()
 
 SEGMENT_NAME_DIGITS: Final = 20
+#: a segment being created is named `<segment>.creating` until it has its full size
+CREATING_SUFFIX: Final = ".creating"
 
 
 def segment_name(offset: int) -> str:
@@ -41,7 +43,7 @@ def create_segment_file(path: str, size: int) -> None:
     pre-write. Pre-writing is not worth it, so pages are only touched when
     `warm_mapped_file_enable` asks.
     """
-    tmp = f"{path}.creating"
+    tmp = f"{path}{CREATING_SUFFIX}"
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.posix_fallocate(fd, 0, size)
@@ -59,12 +61,44 @@ def create_segment_file(path: str, size: int) -> None:
     fsync_dir(os.path.dirname(path))
 
 
+def remove_creation_leftovers(directory: str) -> list[str]:
+    """Remove the `<segment>.creating` files a crash or power cut during `create_segment_file`
+    left in `directory` (they hold nothing: a segment is renamed into place before any write);
+    the names removed. Only the store holding the directory's lock may call this."""
+    removed = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(CREATING_SUFFIX) and is_segment_name(name[: -len(CREATING_SUFFIX)]):
+            os.unlink(os.path.join(directory, name))
+            removed.append(name)
+    if removed:
+        fsync_dir(directory)
+    return removed
+
+
 def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def make_dirs(path: str) -> None:
+    """`os.makedirs(path, exist_ok=True)` that also makes each directory it creates durable: a
+    new directory's entry survives a power cut only once its parent is fsynced, and everything
+    written below it is lost with it otherwise."""
+    missing: list[str] = []
+    path = os.path.abspath(path)
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory)
+        fsync_dir(os.path.dirname(directory))
 
 
 class MappedFile:

@@ -14,7 +14,12 @@ import structlog
 import trio
 
 from store.errors import StoreLoadError
-from store.mapped_file import MappedFile, is_segment_name, segment_name
+from store.mapped_file import (
+    MappedFile,
+    is_segment_name,
+    remove_creation_leftovers,
+    segment_name,
+)
 
 log = structlog.get_logger()
 
@@ -41,7 +46,10 @@ class MappedFileQueue:
         self._commit_lock = trio.Lock()
 
     def load(self) -> None:
-        """Map every segment. Raises StoreLoadError naming the file on a bad length or a gap."""
+        """Map every segment. Raises StoreLoadError naming the file on a bad length or a gap.
+        Segments whose creation was cut short (`.creating`) are removed first."""
+        for name in remove_creation_leftovers(self.store_path):
+            log.warning("segment_creation_leftover_removed", file=name, dir=self.store_path)
         names = sorted(n for n in os.listdir(self.store_path) if is_segment_name(n))
         expected: int | None = None
         for name in names:

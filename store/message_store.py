@@ -26,6 +26,7 @@ from store.commit_log import CommitLog
 from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.consume_service import ConsumeService
+from store.encode import EncodedBatch, encode_batch
 from store.flush import (
     CommitRealTimeService,
     Flusher,
@@ -33,9 +34,8 @@ from store.flush import (
     GroupCommitService,
     thread_flusher,
 )
-from store.format import EncodedBatch, encode_batch
 from store.index.service import open_index
-from store.mapped_file import create_segment_file
+from store.mapped_file import create_segment_file, make_dirs
 from store.mapped_file_queue import MappedFileQueue
 from store.message import MessageExtBrokerInner, PutMessageResult
 from store.put_checks import check_batch, check_message
@@ -150,8 +150,8 @@ class DefaultMessageStore:
         segment and CommitLogCorruptError for corruption before the durable end.
         """
         root = config.store_path_root_dir
-        os.makedirs(config.store_path_commit_log, exist_ok=True)
-        os.makedirs(os.path.join(root, "config"), exist_ok=True)
+        make_dirs(config.store_path_commit_log)
+        make_dirs(os.path.join(root, "config"))
         lock_fd = acquire_lock(root)
         store = cls(
             config, flusher=flusher, create_file=create_file, now_ms=now_ms, on_slow_put=on_slow_put

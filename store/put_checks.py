@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from store.format import MAX_TOPIC_BYTES, topic_field
+from store.encode import topic_field
+from store.layout import MAX_TOPIC_BYTES
 from store.message import MessageExtBrokerInner, get_transaction_value
 from store.status import PutMessageStatus
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 from store.checkpoint import read_flush_offset
 from store.columns import decode_columns, walk
-from store.format import (
+from store.decode import (
     CommitLogRecord,
     RecordFormatError,
     check_message_and_return_size,

@@ -23,8 +23,8 @@ from store.checkpoint import (
     read_flush_offset,
 )
 from store.config import MessageStoreConfig
+from store.decode import check_message_and_return_size, find_record_boundary
 from store.errors import CommitLogCorruptError, RecoveryStoppedError
-from store.format import check_message_and_return_size, find_record_boundary
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
 from store.message import enters_consume_queue

@@ -31,7 +31,7 @@ import trio
 
 from store.commit_log import Appended, CommitLog
 from store.config import MessageStoreConfig
-from store.format import EncodedBatch
+from store.encode import EncodedBatch
 from store.message import AppendMessageResult, PutMessageResult, offset_msg_id
 from store.parking import ParkingSpot
 from store.status import AppendMessageStatus, PutMessageStatus

@@ -14,10 +14,16 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import settings
 
 from broker.client import Producer, open_producer
 from broker.config import BrokerConfig, build_config
 from broker.server import BrokerServer, serve
+
+# No per-example deadline: it is a timing assertion (200 ms by default) that fails on a loaded
+# machine; a hung example is still caught by the pytest timeout.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 #: small segments so rollover happens in tests, still far above one message
 TEST_SEGMENT_SIZE = 1 << 20

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 BROKER = [sys.executable, "-m", "broker"]
 
@@ -18,7 +18,8 @@ BROKER = [sys.executable, "-m", "broker"]
 class Daemon:
     """One `rmq-broker serve` subprocess on 127.0.0.1 port 0; `events` holds the JSON log lines
     read so far (dicts). A thread drains stderr all the time: a broker that logs into a full
-    pipe would block. `env` adds `RMQ_*` settings; `wait=False` returns before it listens."""
+    pipe would block. `env` adds `RMQ_*` settings; `wait=False` returns before it listens;
+    `preexec_fn` runs in the child before the exec (a resource limit)."""
 
     def __init__(
         self,
@@ -26,6 +27,7 @@ class Daemon:
         *extra: str,
         env: Mapping[str, str] | None = None,
         wait: bool = True,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.store_dir = store_dir
         environ = {
@@ -40,6 +42,7 @@ class Daemon:
             stderr=subprocess.PIPE,
             text=True,
             env=environ,
+            preexec_fn=preexec_fn,  # noqa: PLW1509 - tests pass only setrlimit
         )
         self.events: list[dict[str, object]] = []
         self._lines: queue.Queue[dict[str, object] | None] = queue.Queue()

@@ -27,6 +27,9 @@ class RequestContext:
     conn_id: int
     #: peer address as (ip, port); an IPv4-mapped IPv6 peer is reported as IPv4
     remote: tuple[str, int]
+    #: queues a request from the broker to this peer (CHECK_TRANSACTION_STATE); False when the
+    #: connection cannot take it (closing, or too much unsent already)
+    push: Callable[[RemotingCommand], bool] = lambda _command: False
 
     @property
     def remote_text(self) -> str:

@@ -1,10 +1,13 @@
 """The name-server role: routes, cluster info and client lifecycle answered by the broker itself.
 
 A single broker is its own name server, so clients can point `namesrvAddr` at it. A route is
-served for any topic: a known topic with its own queues, an unknown one (while auto-creation is
-on) with the queue count its first send will create, as RocketMQ's `TBW102` fallback would give
-the client. HEART_BEAT registers the consumer groups it names (their retry limits feed the DLQ
-decision) and is answered with version 407, which clients remember per broker.
+served for any topic the broker has or would create: a known topic with its own queues, an
+unknown one (while auto-creation is on) with the queue count its first send will create, as
+RocketMQ's `TBW102` fallback would give the client, an unknown `%RETRY%` or `%DLQ%` topic with
+the queues its group's heartbeat or send back will create. A name no send could create, or one
+past `auto_create_topic_max_num`, has no route (TOPIC_NOT_EXIST). HEART_BEAT registers the
+consumer groups it names (their retry limits feed the DLQ decision) and is answered with
+version 407, which clients remember per broker.
 """
 
 from __future__ import annotations
@@ -14,9 +17,20 @@ from typing import Final
 import structlog
 
 from broker.processors import RequestContext
-from broker.topic_config import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_INHERIT, PERM_WRITE, TopicConfig
+from broker.topic_config import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    DLQ_NUMS_PER_GROUP,
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicConfig,
+    check_new_topic,
+)
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
+from protocol.errors import HeaderFieldError
 from protocol.headers import GetRouteInfoRequestHeader, UnregisterClientRequestHeader
 from protocol.route import BrokerData, ClusterInfo, HeartbeatData, QueueData, TopicRouteData
 
@@ -35,15 +49,29 @@ def _broker_data(ctx: RequestContext) -> BrokerData:
 
 
 def _route_topic(ctx: RequestContext, topic: str) -> TopicConfig | None:
+    """The topic as it is, or as the broker would create it; None when it could not be."""
     topics = ctx.broker.topics
     found = topics.find(topic)
     if found is not None:
         return found
-    template = topics.find(AUTO_CREATE_TOPIC_KEY_TOPIC)
-    if template is None or not template.perm & PERM_INHERIT:
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        # Created by the group's heartbeat or first send back, with the group's retry queues.
+        group = ctx.broker.groups.find(topic.removeprefix(RETRY_GROUP_TOPIC_PREFIX))
+        queues = group.retry_queue_nums if group is not None else 1
+        perm = PERM_READ | PERM_WRITE
+    elif topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        queues, perm = DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE
+    else:
+        template = topics.find(AUTO_CREATE_TOPIC_KEY_TOPIC)
+        if template is None or not template.perm & PERM_INHERIT:
+            return None
+        queues = min(CLIENT_DEFAULT_TOPIC_QUEUE_NUMS, template.write_queue_nums)
+        perm = template.perm & ~PERM_INHERIT
+    try:  # a name no send could create, or a full table: no route either
+        check_new_topic(topic, queues, len(topics.topics()), topics.auto_create_topic_max_num)
+    except HeaderFieldError:
         return None
-    queues = min(CLIENT_DEFAULT_TOPIC_QUEUE_NUMS, template.write_queue_nums)
-    return TopicConfig(topic, queues, queues, template.perm & ~PERM_INHERIT)
+    return TopicConfig(topic, queues, queues, perm)
 
 
 class GetRouteInfoProcessor:

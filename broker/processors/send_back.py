@@ -35,7 +35,7 @@ from protocol.command import RemotingCommand
 from protocol.consumer_headers import ConsumerSendMsgBackRequestHeader
 from protocol.errors import HeaderFieldError
 from protocol.properties import MessageConst, decode_properties
-from store.format import CommitLogRecord
+from store.decode import CommitLogRecord
 from store.message import MessageExtBrokerInner, encode_host, offset_msg_id
 
 #: clients of 3.4.9 and later send their own maxReconsumeTimes

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from store.format import RecordFormatError, decode_record
+from store.decode import RecordFormatError, decode_record
 from store.index.index_file import index_keys
 from store.index.service import IndexService
 from store.lookup import LOOP_READ_MAX_BYTES, record_size_at

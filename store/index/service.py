@@ -40,8 +40,9 @@ import trio
 
 from store.checkpoint import atomic_write
 from store.config import MessageStoreConfig
-from store.format import CommitLogRecord, RecordFormatError
+from store.decode import CommitLogRecord, RecordFormatError
 from store.index.index_file import IndexFile, index_keys
+from store.mapped_file import fsync_dir, make_dirs
 from store.message import TRANSACTION_ROLLBACK_TYPE, get_transaction_value
 from store.reader import CommitLogReader, SegmentGoneError
 
@@ -93,6 +94,8 @@ class IndexService:
         self._release_below = 0
         self._wakeup = trio.Event()
         self._failing = False
+        #: files were created or deleted since the last save
+        self._names_changed = True
 
     # --- open and repair --------------------------------------------------------------------
 
@@ -109,7 +112,7 @@ class IndexService:
     ) -> IndexService:
         """Load the files, cut them to the checkpoint and to `log_max` (module docstring)."""
         service = cls(root, hash_slot_num, index_num, log_min)
-        os.makedirs(service.dir, exist_ok=True)
+        make_dirs(service.dir)
         names = sorted(n for n in os.listdir(service.dir) if _is_index_name(n))
         saved = service._read_checkpoint()
         if saved is None:
@@ -263,6 +266,7 @@ class IndexService:
         )
         self.files.append(created)
         self._written.add(created)
+        self._names_changed = True
         log.info("index_file_created", file=name)
         return created
 
@@ -275,6 +279,9 @@ class IndexService:
                 return
             for written in sorted(self._written, key=lambda f: f.name):
                 written.flush()
+            if self._names_changed:
+                fsync_dir(self.dir)  # the files the checkpoint names are there after a power cut
+                self._names_changed = False
             self._written.clear()
             last = self.files[-1] if self.files else None
             name, count = (last.name, last.count) if last is not None else ("0", 1)

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from store.format import MAGIC_POS, MESSAGE_MAGIC_CODE
+from store.layout import MAGIC_POS, MESSAGE_MAGIC_CODE
 from store.reader import CommitLogReader
 from tests.daemon import run_cli
 from tests.pipeline import stores

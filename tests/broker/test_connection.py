@@ -254,3 +254,50 @@ async def test_idle_connections_close_after_the_timeout(
     await done.wait()
     assert trio.current_time() - start == pytest.approx(220, abs=1)
     assert connection.close_reason == "idle_timeout"
+
+
+async def test_a_byte_trickle_is_closed_one_idle_timeout_after_its_frame_began(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock, echo: Echo
+) -> None:
+    client, server = trio.testing.memory_stream_pair()
+    config = dataclasses.replace(BrokerConfig(), idle_timeout_s=120.0)
+    connection = Connection(server, ("10.0.0.9", 1), context(config), Dispatcher({ECHO: echo}))
+    done = trio.Event()
+
+    async def run() -> None:
+        await connection.run()
+        done.set()
+
+    nursery.start_soon(run)
+    frame = encode_frame(request(ECHO, 1))
+    start = trio.current_time()
+    with capture_logs() as logs:
+        for byte in frame[:-1]:  # a byte every 10 s: never idle for 120 s, never a whole frame
+            await client.send_all(bytes([byte]))
+            with trio.move_on_after(10):
+                await done.wait()
+            if done.is_set():
+                break
+        await done.wait()
+    assert connection.close_reason == "frame_timeout"
+    assert trio.current_time() - start == pytest.approx(120, abs=1)  # the mock clock
+    assert echo.seen == []
+    assert [e["buffered"] for e in logs if e["event"] == "frame_timeout"] == [12]
+
+
+async def test_frames_streamed_back_to_back_are_not_a_trickle(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock, echo: Echo
+) -> None:
+    """A busy client whose writes end mid-frame: every frame completes, so the connection is
+    not held by a trickle even though a partial frame is buffered at every moment."""
+    client, server = trio.testing.memory_stream_pair()
+    config = dataclasses.replace(BrokerConfig(), idle_timeout_s=120.0)
+    connection = Connection(server, ("10.0.0.9", 1), context(config), Dispatcher({ECHO: echo}))
+    nursery.start_soon(connection.run)
+    stream = b"".join(encode_frame(request(ECHO, n)) for n in range(40))
+    half = len(encode_frame(request(ECHO, 0))) // 2
+    for position in range(0, len(stream), 2 * half):  # a frame and a half, then the rest
+        await client.send_all(stream[position : position + 2 * half])
+        await trio.sleep(30)
+    assert sorted(echo.seen) == list(range(40))
+    assert connection.close_reason == "peer_closed"  # still open: nothing closed it

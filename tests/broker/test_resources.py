@@ -1,18 +1,21 @@
-"""Limits the broker keeps for itself: open files raised to the hard limit at start, and no more
-than `max_connections` connections at once, the rest closed as soon as they are accepted."""
+"""Limits the broker keeps for itself: open files raised to the hard limit at start, no more
+than `max_connections` connections at once, the rest closed as soon as they are accepted, and
+a broker out of descriptors that waits and accepts again."""
 
 from __future__ import annotations
 
 import pathlib
 import resource
+import socket
 import subprocess
 
 import trio
 from structlog.testing import capture_logs
 
-from broker.client import ConnectionClosedError, open_producer
+from broker.blocking_client import BlockingProducer
+from broker.client import ConnectionClosedError, Message, open_producer
 from tests.conftest import make_config, start_broker
-from tests.daemon import BROKER
+from tests.daemon import BROKER, Daemon
 from tests.store.conftest import wait_until
 
 
@@ -73,3 +76,41 @@ async def test_connections_past_the_limit_are_closed_at_once(
     assert events.count("connection_refused") == 1  # one event for the spell
     assert "connections_accepted_again" in events
     await broker.stop()
+
+
+#: the open-files limit (soft and hard) of the broker that runs out of descriptors
+FD_LIMIT = 64
+
+
+def test_running_out_of_descriptors_while_accepting(tmp_path: pathlib.Path) -> None:
+    """A broker at its open-files limit (hard and soft: it cannot raise it) logs one
+    `accept_failed` for the spell, serves the connections it has, and accepts the waiting
+    ones once descriptors are free again."""
+
+    def low() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
+
+    daemon = Daemon(tmp_path / "store", preexec_fn=low)
+    try:
+        limits = pathlib.Path(f"/proc/{daemon.process.pid}/limits").read_text()
+        assert f"{FD_LIMIT}" in next(r for r in limits.splitlines() if "Max open files" in r)
+        clients: list[socket.socket] = []
+        with BlockingProducer("127.0.0.1", daemon.port) as first:
+            first.send(Message("Fd", b"before", queue_id=0))  # its files are open from now on
+            for _ in range(FD_LIMIT + 16):  # more than the broker has descriptors for
+                clients.append(socket.create_connection(("127.0.0.1", daemon.port), timeout=10))
+            failed = daemon.wait_for("accept_failed", timeout_s=30)
+            assert failed["error"] == "EMFILE", failed
+            # the connection it has is served; the broker is up
+            assert first.send(Message("Fd", b"during", queue_id=0)).queue_offset == 1
+            for client in clients:
+                client.close()
+            resumed = daemon.wait_for("accept_resumed", timeout_s=30)
+            assert int(str(resumed["attempts"])) >= 1
+        with BlockingProducer("127.0.0.1", daemon.port) as again:
+            assert again.send(Message("Fd", b"after", queue_id=0)).queue_offset == 2
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.text()
+    assert daemon.count("accept_failed") == 1  # one event for the spell
+    assert daemon.count("text") == 0, daemon.text()  # nothing but structured events

@@ -24,7 +24,7 @@ from protocol.frame import FrameDecoder, encode_frame
 from protocol.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from protocol.properties import decode_properties, encode_properties
 from protocol.route import ConsumerData, HeartbeatData
-from store.format import CommitLogRecord
+from store.decode import CommitLogRecord
 from store.message import java_string_hash
 from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader

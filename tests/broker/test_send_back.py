@@ -18,7 +18,7 @@ from protocol.command import RemotingCommand
 from protocol.consumer_headers import ConsumerSendMsgBackRequestHeader
 from protocol.msgid import decode_offset_msg_id
 from protocol.properties import decode_properties
-from store.format import CommitLogRecord
+from store.decode import CommitLogRecord
 from tests.conftest import RunningBroker
 from tests.daemon import serve_refused
 

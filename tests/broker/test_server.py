@@ -6,18 +6,28 @@ from __future__ import annotations
 import contextlib
 import json
 import pathlib
+import socket
 
 import pytest
 import trio
-import trio.lowlevel
+import trio.testing
 from structlog.testing import capture_logs
 
+import broker.server as server_module
 from broker.client import ConnectionClosedError, Message, Producer, SendError, open_producer
+from broker.connection import Connection
+from broker.metrics import BrokerMetrics
 from protocol.codes import MQ_VERSION, RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from protocol.consumer_headers import FLAG_SUBSCRIPTION, PullMessageRequestHeader
+from protocol.frame import encode_frame
 from protocol.route import ClusterInfo, HeartbeatData, ProducerData, TopicRouteData
+from store.flush import thread_flusher
+from store.mapped_file import MappedFile
+from store.mapped_file_queue import Flusher
 from store.reader import CommitLogReader
 from tests.conftest import RunningBroker, make_config, start_broker
+from tests.store.conftest import wait_until
 
 
 async def test_unknown_request_code_is_not_supported(producer: Producer) -> None:
@@ -123,27 +133,56 @@ async def test_extra_name_server_port_answers_routes_but_not_sends(
 
 
 async def test_shutdown_lets_running_requests_finish(
-    nursery: trio.Nursery, tmp_path: pathlib.Path
+    nursery: trio.Nursery, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # SYNC_FLUSH answers a send after its flush: holding the flushes keeps every send running.
+    holding, released = False, trio.Event()
+
+    def held_flusher(metrics: BrokerMetrics) -> Flusher:
+        async def flush(mapped_file: MappedFile) -> None:
+            if holding:
+                await released.wait()
+            await thread_flusher(mapped_file)
+
+        return flush
+
+    monkeypatch.setattr(server_module, "timed_flusher", held_flusher)
     running = await start_broker(nursery, make_config(tmp_path / "s", flush_disk_type="SYNC_FLUSH"))
     results: list[str] = []
-    async with open_producer("127.0.0.1", running.port, timeout_s=10) as client:
+    late: list[bool] = []
+    async with open_producer("127.0.0.1", running.port, timeout_s=20) as client:
         await client.send(Message("Drain", b"first"))
+        [connection] = running.server.connections
+        holding = True
 
         async def sender(index: int) -> None:
-            # A send after the broker stopped reading is never acknowledged.
-            with contextlib.suppress(ConnectionClosedError, SendError):
-                results.append((await client.send(Message("Drain", b"%d" % index))).offset_msg_id)
+            results.append((await client.send(Message("Drain", b"%d" % index))).offset_msg_id)
 
-        async with trio.open_nursery() as senders:
-            for index in range(50):
-                senders.start_soon(sender, index)
-            await trio.lowlevel.checkpoint()
-            await running.stop()
+        async def late_sender() -> None:
+            with pytest.raises(ConnectionClosedError):  # never read, never answered
+                await client.send(Message("Drain", b"late"))
+            late.append(True)
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as senders:
+                for index in range(50):
+                    senders.start_soon(sender, index)
+                # every request read by the broker, each waiting for its flush
+                await wait_until(lambda: connection.inflight == 50, 20)
+                running.server.shutdown()
+                await wait_until(lambda: connection.close_reason == "shutdown")  # reads no more
+                senders.start_soon(late_sender)
+                await trio.testing.wait_all_tasks_blocked()  # it waits for its answer
+                released.set()
+        await running.stop()
+    assert len(results) == 50  # every request read before the shutdown was answered
+    assert late == [True]
     with CommitLogReader(running.config.store.store_path_root_dir) as reader:
-        stored = {r.physical_offset for r in reader.iter_records(reader.min_offset)}
+        stored = {r.physical_offset: r.body or b"" for r in reader.iter_records(reader.min_offset)}
     acked = {int(msg_id[-16:], 16) for msg_id in results}
-    assert acked <= stored  # every acknowledged message survived the shutdown
+    assert acked <= stored.keys()  # every acknowledged message survived the shutdown
+    assert sorted(stored[offset] for offset in acked) == sorted(b"%d" % i for i in range(50))
+    assert b"late" not in stored.values()
 
 
 async def test_sync_flushes_are_timed_into_the_flush_histogram(
@@ -160,4 +199,53 @@ async def test_sync_flushes_are_timed_into_the_flush_histogram(
             await client.send(Message("Timed", b"%d" % index))
     # SYNC_FLUSH acknowledges after a flush, so each send was covered by a timed flush.
     assert (metrics.registry.get_sample_value(flushes) or 0) >= 1
+    await running.stop()
+
+
+def pull_frame(opaque: int) -> bytes:
+    """A PULL of one message at offset 0 of BigQ queue 0, with its subscription."""
+    header = PullMessageRequestHeader(
+        "slow-reader", "BigQ", 0, 0, 1, FLAG_SUBSCRIPTION, 0, 0, 0, "*", "TAG"
+    )
+    command = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
+    command.opaque = opaque
+    return encode_frame(command)
+
+
+async def test_a_client_that_stops_reading_is_closed_after_the_write_timeout(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    running = await start_broker(nursery, make_config(tmp_path / "s", write_timeout_s=1.0))
+    async with open_producer("127.0.0.1", running.port) as good:
+        await good.send(Message("BigQ", b"B" * (512 << 10), queue_id=0))
+        # A tiny receive buffer: the broker's answers fill the path long before they are read.
+        sock = trio.socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        await sock.connect(("127.0.0.1", running.port))
+        slow = trio.SocketStream(sock)
+        local_port = sock.getsockname()[1]
+        with capture_logs() as logs:
+            # 64 pulls of a 512 KiB message: 32 MiB of answers that this client never reads
+            await slow.send_all(b"".join(pull_frame(n) for n in range(64)))
+
+            def accepted() -> list[Connection]:
+                return [c for c in running.server.connections if c.ctx.remote[1] == local_port]
+
+            await wait_until(lambda: bool(accepted()))
+            [connection] = accepted()
+            await wait_until(lambda: connection.requests == 64, 20)
+            served = 0
+            with trio.fail_after(30):  # closed within a generous deadline, others served meanwhile
+                while connection in running.server.connections:
+                    result = await good.send(Message("Other", b"%d" % served, queue_id=0))
+                    assert result.queue_offset == served
+                    served += 1
+        assert connection.close_reason == "write_failed"
+        assert [e["error"] for e in logs if e["event"] == "write_failed"] == ["TooSlowError"]
+        assert (await good.send(Message("Other", b"after", queue_id=0))).queue_offset == served
+        with trio.fail_after(10):  # what reached the client ends: the broker closed it
+            with contextlib.suppress(trio.BrokenResourceError):
+                while await slow.receive_some(1 << 20):
+                    pass
+        await slow.aclose()
     await running.stop()

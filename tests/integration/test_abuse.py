@@ -6,12 +6,10 @@ bounded latency, memory stays bounded, and every connection's resources are free
 from __future__ import annotations
 
 import os
-import pathlib
 import random
 import re
 import resource
 import socket
-import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -23,12 +21,16 @@ from broker.client import Message, SendStatus, open_producer
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.frame import encode_frame
+from protocol.msgid import decode_offset_msg_id
+from store.reader import CommitLogReader
 from tests.daemon import Daemon
 
 FUZZ_FRAMES = 100_000 if os.environ.get("RMQ_SOAK") else 10_000
 FRAMES_PER_CONNECTION = 50
 IDLE_CONNECTIONS = 1000
-GOOD_LATENCY_LIMIT_S = 1.0
+#: a send of the well-behaved producer not answered within this is starved (a generous bound:
+#: how fast it is answered is a matter for bench/)
+GOOD_DEADLINE_S = 10.0
 
 
 def valid_frame(seq: int) -> bytes:
@@ -68,8 +70,11 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
     running = Daemon(tmp_path_factory.mktemp("abuse") / "store", "--metrics-listen", "127.0.0.1:0")
     yield running
-    running.process.terminate()
-    code = running.finish()
+    if running.process.poll() is None:  # the last test stops it and reads its store
+        running.process.terminate()
+        code = running.finish()
+    else:
+        code = running.process.returncode
     texts = [str(e.get("text")) for e in running.events if e["event"] == "text"]
     assert code == 0, "\n".join(texts[-60:])
 
@@ -94,14 +99,53 @@ async def wait_connections_freed(daemon: Daemon) -> None:
             await trio.sleep(0.1)
 
 
-async def good_producer(port: int, stop: trio.Event, latencies: list[float]) -> None:
-    async with open_producer("127.0.0.1", port, timeout_s=10) as client:
-        while not stop.is_set():
-            started = time.perf_counter()
-            result = await client.send(Message("WellBehaved", b"ok"))
-            latencies.append(time.perf_counter() - started)
-            assert result.status is SendStatus.SEND_OK
-            await trio.sleep(0.01)
+class GoodProducer:
+    """A well-behaved producer beside the abuse: every send must be answered SEND_OK within
+    `GOOD_DEADLINE_S`; the abuse waits for its next answer before each step (`served()`), so
+    it is served all through the abuse, whatever the speed of the machine."""
+
+    def __init__(self, port: int, acked: dict[int, bytes]) -> None:
+        self.port = port
+        self.acked = acked
+        self.answers = 0
+        self._answered = trio.Event()
+        self._stop = trio.Event()
+
+    async def run(self) -> None:
+        async with open_producer("127.0.0.1", self.port, timeout_s=GOOD_DEADLINE_S) as client:
+            while not self._stop.is_set():
+                body = b"ok-%d" % len(self.acked)
+                with trio.fail_after(GOOD_DEADLINE_S):
+                    result = await client.send(Message("WellBehaved", body))
+                assert result.status is SendStatus.SEND_OK
+                self.acked[decode_offset_msg_id(result.offset_msg_id)[2]] = body
+                self.answers += 1
+                self._answered.set()
+                self._answered = trio.Event()
+                await trio.sleep(0.01)
+
+    async def served(self) -> None:
+        """Return at the producer's next answer."""
+        with trio.fail_after(GOOD_DEADLINE_S):
+            await self._answered.wait()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @staticmethod
+    async def send_some(port: int, acked: dict[int, bytes], count: int) -> None:
+        good = GoodProducer(port, acked)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(good.run)
+            for _ in range(count):
+                await good.served()
+            good.stop()
+
+
+@pytest.fixture(scope="module")
+def acked() -> dict[int, bytes]:
+    """Physical offset -> body of every message acknowledged to the well-behaved producers."""
+    return {}
 
 
 async def fuzz_connection(port: int, frames: list[bytes]) -> None:
@@ -117,46 +161,50 @@ async def fuzz_connection(port: int, frames: list[bytes]) -> None:
             pass  # the broker closed it on a protocol error: that is the point
 
 
-async def test_fuzzed_frames_never_crash_and_memory_stays_bounded(daemon: Daemon) -> None:
+async def test_fuzzed_frames_never_crash_and_memory_stays_bounded(
+    daemon: Daemon, acked: dict[int, bytes]
+) -> None:
     rng = random.Random(7)
     rss_before = psutil.Process(daemon.process.pid).memory_info().rss
-    latencies: list[float] = []
-    stop = trio.Event()
+    good = GoodProducer(daemon.port, acked)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(good_producer, daemon.port, stop, latencies)
+        nursery.start_soon(good.run)
         sent = 0
         while sent < FUZZ_FRAMES:
+            await good.served()  # answered between every two batches of fuzzed frames
             batch = [mutate(valid_frame(sent + i), rng) for i in range(FRAMES_PER_CONNECTION)]
             async with trio.open_nursery() as connections:
                 for chunk in (batch[:25], batch[25:]):
                     connections.start_soon(fuzz_connection, daemon.port, chunk)
             sent += len(batch)
-        stop.set()
+        await good.served()
+        good.stop()
     rss_after = psutil.Process(daemon.process.pid).memory_info().rss
     assert daemon.process.poll() is None
-    assert latencies and max(latencies) < GOOD_LATENCY_LIMIT_S
+    assert good.answers > FUZZ_FRAMES // FRAMES_PER_CONNECTION
     assert rss_after - rss_before < 64 << 20, (rss_before, rss_after)
     await wait_connections_freed(daemon)
     print(f"fuzzed frames={sent} rss_before_mib={rss_before >> 20} rss_after_mib={rss_after >> 20}")
 
 
-async def test_slowloris_and_idle_connections_do_not_starve_producers(daemon: Daemon) -> None:
+async def test_slowloris_and_idle_connections_do_not_starve_producers(
+    daemon: Daemon, acked: dict[int, bytes]
+) -> None:
     idle = [socket.create_connection(("127.0.0.1", daemon.port)) for _ in range(IDLE_CONNECTIONS)]
     slow = socket.create_connection(("127.0.0.1", daemon.port))
-    latencies: list[float] = []
-    stop = trio.Event()
+    good = GoodProducer(daemon.port, acked)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(good_producer, daemon.port, stop, latencies)
-            for byte in valid_frame(1)[:60]:  # one byte every 50 ms for 3 s
+            nursery.start_soon(good.run)
+            for byte in valid_frame(1)[:60]:  # one byte per answer to the good producer
                 await trio.to_thread.run_sync(slow.sendall, bytes([byte]))
-                await trio.sleep(0.05)
-            stop.set()
+                await good.served()
+            good.stop()
         assert await trio.to_thread.run_sync(open_connections, daemon) >= IDLE_CONNECTIONS
     finally:
         for sock in [*idle, slow]:
             sock.close()
-    assert latencies and max(latencies) < GOOD_LATENCY_LIMIT_S
+    assert good.answers >= 60
     await wait_connections_freed(daemon)
 
 
@@ -178,6 +226,16 @@ async def test_clients_vanishing_mid_request_and_mid_response_are_cleaned_up(
     assert result.status is SendStatus.SEND_OK
 
 
-def test_daemon_store_is_readable_after_abuse(daemon: Daemon) -> None:
+def test_daemon_store_is_readable_after_abuse(daemon: Daemon, acked: dict[int, bytes]) -> None:
+    """Last: stop the abused broker and read its store. Every record passes its CRC, and every
+    message acknowledged to a well-behaved producer (here, and in the tests before when they
+    ran) is stored at its offset with its body."""
     assert daemon.process.poll() is None
-    assert pathlib.Path(daemon.store_dir, "commitlog").is_dir()
+    trio.run(GoodProducer.send_some, daemon.port, acked, 20)
+    assert daemon.stop() == 0
+    with CommitLogReader(str(daemon.store_dir)) as reader:
+        records = list(reader.iter_records(reader.min_offset, verify_crc=True))
+    assert records and all(r.crc_ok is not False for r in records)
+    stored = {r.physical_offset: r.body for r in records}
+    missing = {o: b for o, b in acked.items() if stored.get(o) != b}
+    assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages not stored"

@@ -14,8 +14,10 @@ import pathlib
 import threading
 import time
 
+import trio
 from rocketmq.client import Message, Producer, PullConsumer, PushConsumer, RecvMessage, SendStatus
 
+from broker.pull_client import open_pull_consumer
 from tests.daemon import Daemon
 
 TOPIC = "CppConsume"
@@ -77,9 +79,29 @@ def consume(port: int, received: Received, wanted: set[int]) -> None:
     consumer.start()
     try:
         received.wait_for(wanted, 40)
-        time.sleep(6)  # one offset persist round of the client (every 5 s), then shutdown's own
+        # The client commits its offsets every 5 s: wait until the broker holds them all.
+        wait_committed(port, 40)
     finally:
         consumer.shutdown()
+
+
+async def uncommitted(port: int) -> int:
+    """How many messages of the topic the group has not committed on the broker."""
+    async with open_pull_consumer("127.0.0.1", port, GROUP, client_id="offset-check@0") as check:
+        route = await check.connection.get_route(TOPIC)
+        behind = 0
+        for data in route.queue_datas:
+            for queue_id in range(data.read_queue_nums):
+                committed = await check.committed(TOPIC, queue_id) or 0
+                behind += await check.max_offset(TOPIC, queue_id) - committed
+    return behind
+
+
+def wait_committed(port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while (behind := trio.run(uncommitted, port)) > 0:
+        assert time.monotonic() < deadline, f"{behind} messages never committed"
+        time.sleep(0.2)
 
 
 def check(received: Received, indexes: range) -> None:

@@ -26,7 +26,7 @@ from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
 from protocol.headers import ConsumerSendMsgBackRequestHeader
 from protocol.msgid import decode_offset_msg_id
-from store.format import HEADER_V4, MESSAGE_MAGIC_CODE, PHYSICALOFFSET_POS
+from store.layout import HEADER_V4, MESSAGE_MAGIC_CODE, PHYSICALOFFSET_POS
 from tests.daemon import Daemon
 
 GIB = 1 << 30

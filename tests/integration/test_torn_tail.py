@@ -12,7 +12,7 @@ import trio
 
 from broker.client import Message, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
-from store.format import CommitLogRecord
+from store.decode import CommitLogRecord
 from store.reader import CommitLogReader
 from tests.daemon import Daemon
 

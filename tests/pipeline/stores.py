@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import trio
 
-from store import format as record_format
+from store import layout
 from store.config import MessageStoreConfig
 from store.message import (
     COMPRESSED_FLAG,
@@ -75,7 +75,7 @@ async def put_short_blank(store: DefaultMessageStore, index: int) -> list[Put]:
     which the store must move to the next segment behind a BLANK shorter than a header."""
     remaining = SEGMENT_BYTES - store.max_offset % SEGMENT_BYTES
     filler = message(index, topic="filler", body_size=0)
-    overhead = record_format.cal_msg_length(
+    overhead = layout.cal_msg_length(
         0, 0, len(filler.topic.encode()), len(filler.properties_string.encode())
     )
     body = remaining - SHORT_BLANK - overhead

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from pipeline import columnar
-from store import format as record_format
+from store import layout
 from store.message import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, encode_host, offset_msg_id
 from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader
@@ -61,7 +61,7 @@ def test_every_field_equals_what_was_put(
         )
         assert row["reconsume_times"] == msg.reconsume_times
         assert row["prepared_transaction_offset"] == msg.prepared_transaction_offset
-        assert row["crc_ok"] is True and row["body_crc"] == record_format.body_crc(msg.body)
+        assert row["crc_ok"] is True and row["body_crc"] == layout.body_crc(msg.body)
         assert row["tags"] == stores.property_value(msg.properties_string, "TAGS")
         assert row["keys"] == stores.property_value(msg.properties_string, "KEYS")
         assert row["msg_id"] == offset_msg_id(encode_host(msg.store_host)[0], put.offset)
@@ -118,7 +118,7 @@ def test_flipped_body_byte_gives_one_crc_failure(
     segment_base = victim.offset - victim.offset % stores.SEGMENT_BYTES
     path = pathlib.Path(copy, "commitlog", f"{segment_base:020d}")
     data = bytearray(path.read_bytes())
-    data[victim.offset - segment_base + record_format.HEADER_V4.size + 3] ^= 0x01
+    data[victim.offset - segment_base + layout.HEADER_V4.size + 3] ^= 0x01
     path.write_bytes(bytes(data))
     got = rows(load(spark, copy, includeBody="false"))
     assert [row["physical_offset"] for row in got if not row["crc_ok"]] == [victim.offset]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pipeline import columnar
 from pipeline.schema import ARROW_SCHEMA
-from store import format as record_format
+from store import decode, layout
 from store.message import (
     COMPRESSED_FLAG,
     TRANSACTION_COMMIT_TYPE,
@@ -23,7 +23,7 @@ from store.message import (
 )
 from tests.store.test_columns import SEGMENT, build_segment, data_end, message
 
-BODY_POS = record_format.HEADER_V4.size
+BODY_POS = layout.HEADER_V4.size
 
 
 def read_all(
@@ -47,7 +47,7 @@ def decode_all(
 
 
 def expected_row(data: bytearray, pos: int, base: int) -> dict[str, object]:
-    rec = record_format.decode_record(bytes(data), pos, base_offset=base)
+    rec = decode.decode_record(bytes(data), pos, base_offset=base)
     return {
         "physical_offset": rec.physical_offset,
         "size": rec.total_size,
@@ -118,11 +118,12 @@ def test_ipv6_compressed_and_transaction_records_in_one_segment() -> None:
 
 def test_msg_ids_equal_the_store_offset_msg_ids() -> None:
     hosts = [("192.168.1.2", 10911), ("::2", 9), ("192.168.1.2", 10911)]
-    for layout in (hosts, [hosts[0]] * 3):  # mixed layouts (pure path), IPv4 only (numpy path)
-        msgs = [message(i, store_host=host) for i, host in enumerate(layout, 1)]
+    # mixed host layouts (pure path), then IPv4 only (numpy path)
+    for hosts_of_run in (hosts, [hosts[0]] * 3):
+        msgs = [message(i, store_host=host) for i, host in enumerate(hosts_of_run, 1)]
         data, starts = build_segment(msgs, base=SEGMENT)
         rows = decode_all(data, base=SEGMENT)
-        for row, pos, host in zip(rows, starts, layout, strict=True):
+        for row, pos, host in zip(rows, starts, hosts_of_run, strict=True):
             assert row["msg_id"] == offset_msg_id(encode_host(host)[0], SEGMENT + pos)
 
 
@@ -161,7 +162,7 @@ def test_zeros_and_garbage_are_corruption_naming_the_file() -> None:
 def test_size_field_that_disagrees_with_lengths_is_corruption() -> None:
     data, starts = build_segment([message(1), message(2), message(3)])
     bad = bytearray(data)
-    record_format.INT32.pack_into(bad, starts[1] + BODY_POS - 4, 5)  # body length
+    layout.INT32.pack_into(bad, starts[1] + BODY_POS - 4, 5)  # body length
     with pytest.raises(columnar.CorruptRecordError) as caught:
         read_all(bad)
     assert caught.value.offset == starts[1]

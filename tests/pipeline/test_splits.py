@@ -11,7 +11,7 @@ import trio
 from pipeline import columnar, splits
 from pipeline.schema import ARROW_SCHEMA
 from pipeline.source import snap_to_record
-from store import format as record_format
+from store import encode, layout
 from store.message_store import DefaultMessageStore
 from tests.pipeline import stores
 
@@ -24,15 +24,15 @@ async def _write_with_forged_image(root: str) -> tuple[int, list[stores.Put]]:
     """Records, then one whose body is a whole record image claiming the body's own offset."""
     async with DefaultMessageStore.open(stores.config(root)) as store:
         puts = await stores.put_all(store, [stores.message(i) for i in range(3)])
-        landing = store.max_offset + record_format.HEADER_V4.size
-        encoded = record_format.encode_record(stores.message(7, topic="forged"), 0, 1 << 20)
+        landing = store.max_offset + layout.HEADER_V4.size
+        encoded = encode.encode_record(stores.message(7, topic="forged"), 0, 1 << 20)
         assert isinstance(encoded, tuple)
         image = bytearray(encoded[0])
-        record_format.INT64.pack_into(image, record_format.PHYSICALOFFSET_POS, landing)
+        layout.INT64.pack_into(image, layout.PHYSICALOFFSET_POS, landing)
         carrier = stores.message(50)
         carrier.body = bytes(image)
         puts += await stores.put_all(store, [carrier, stores.message(51)])
-    assert puts[3].offset + record_format.HEADER_V4.size == landing
+    assert puts[3].offset + layout.HEADER_V4.size == landing
     return landing, puts
 
 

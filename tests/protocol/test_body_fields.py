@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import HeaderFieldError
+from protocol.lock_body import LockBatchBody
 from protocol.route import ClusterInfo, ConsumerListBody, HeartbeatData, TopicRouteData
 
 _ABSENT = object()
@@ -165,12 +166,26 @@ CLUSTER_FIELDS: dict[str, str] = {
 }
 CONSUMER_LIST: dict[str, Any] = {"consumerIdList": ["a@1", "b@2"]}
 CONSUMER_LIST_FIELDS = {"consumerIdList": "array_of_texts", "consumerIdList[0]": "text"}
+LOCK_BATCH: dict[str, Any] = {
+    "consumerGroup": "g",
+    "clientId": "10.0.0.5@123",
+    "mqSet": [{"topic": "T", "brokerName": "broker-a", "queueId": 3}],
+}
+LOCK_BATCH_FIELDS = {
+    "consumerGroup": "group",
+    "clientId": "client_id",
+    "mqSet": "array_of_objects",
+    "mqSet[0].topic": "topic",
+    "mqSet[0].brokerName": "topic",  # the same rule: non-blank, printable, bounded
+    "mqSet[0].queueId": "int32",
+}
 
 BODIES: dict[str, tuple[Callable[[bytes], object], dict[str, Any], dict[str, str]]] = {
     "heartbeat": (HeartbeatData.from_json, HEARTBEAT, HEARTBEAT_FIELDS),
     "route": (TopicRouteData.from_json, ROUTE, ROUTE_FIELDS),
     "cluster": (ClusterInfo.from_json, CLUSTER, CLUSTER_FIELDS),
     "consumer_list": (ConsumerListBody.from_json, CONSUMER_LIST, CONSUMER_LIST_FIELDS),
+    "lock_batch": (LockBatchBody.from_json, LOCK_BATCH, LOCK_BATCH_FIELDS),
 }
 #: paths that are entries of a table (an object keyed by data, not by field names)
 TABLE_ENTRIES = {

@@ -1,11 +1,15 @@
-"""Body decompression by sysFlag."""
+"""Body decompression by sysFlag: zlib, LZ4 (frame format) and ZSTD, each fed bodies that its
+own library compressed."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
+import types
 import zlib
 
+import lz4.frame
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,13 +58,91 @@ def test_unknown_compression_type() -> None:
         decompress_body(b"x", 1 | 0x400)
 
 
-@pytest.mark.parametrize(
-    ("kind", "module"), [(COMPRESSION_LZ4, "lz4"), (COMPRESSION_ZSTD, "zstandard")]
-)
-def test_lz4_and_zstd_need_their_library(kind: int, module: str) -> None:
-    if importlib.util.find_spec(module) is None:
-        with pytest.raises(BodyDecompressionError, match="not installed"):
-            decompress_body(b"x", 1 | kind)
-    else:
+def lz4_frame(data: bytes) -> bytes:
+    return bytes(lz4.frame.compress(data))
+
+
+def zstd_frame(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor(level=3).compress(data)
+
+
+def zstd_stream(data: bytes) -> bytes:
+    """A frame written by a streaming compressor: no content size in its header, as a
+    client's output stream writes it."""
+    out = zstandard.ZstdCompressor().compressobj()
+    return out.compress(data) + out.flush()
+
+
+COMPRESSORS = {
+    "lz4": (COMPRESSION_LZ4, lz4_frame),
+    "zstd": (COMPRESSION_ZSTD, zstd_frame),
+    "zstd_stream": (COMPRESSION_ZSTD, zstd_stream),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPRESSORS))
+@given(body=st.binary(max_size=20_000))
+@settings(max_examples=40)
+def test_lz4_and_zstd_round_trip(name: str, body: bytes) -> None:
+    kind, compress = COMPRESSORS[name]
+    packed = compress(body)
+    if len(body) > 64:
+        assert packed != body
+    assert decompress_body(packed, 1 | kind) == body
+
+
+@pytest.mark.parametrize("name", sorted(COMPRESSORS))
+def test_lz4_and_zstd_large_compressible_body(name: str) -> None:
+    kind, compress = COMPRESSORS[name]
+    body = b"".join(b"line %06d of a log message\n" % i for i in range(20_000))
+    packed = compress(body)
+    assert len(packed) < len(body) // 4
+    assert decompress_body(packed, 1 | 4 | kind) == body  # other sysFlag bits do not matter
+
+
+@pytest.mark.parametrize("name", sorted(COMPRESSORS))
+def test_lz4_and_zstd_decompressed_size_is_bounded(name: str) -> None:
+    kind, compress = COMPRESSORS[name]
+    bomb = compress(b"\x00" * 100_000)
+    # A streamed ZSTD frame names no size: the decoder stops at the bound, mid-frame.
+    with pytest.raises(BodyDecompressionError, match=r"beyond 1000 bytes|full frame") as info:
+        decompress_body(bomb, 1 | kind, max_length=1000)
+    assert info.value.response_code == ResponseCode.MESSAGE_ILLEGAL
+    assert len(decompress_body(bomb, 1 | kind, max_length=100_000)) == 100_000
+
+
+@pytest.mark.parametrize("name", sorted(COMPRESSORS))
+def test_lz4_and_zstd_corrupt_or_truncated(name: str) -> None:
+    kind, compress = COMPRESSORS[name]
+    packed = compress(bytes(range(256)) * 40)
+    for bad in (b"definitely not a frame", packed[: len(packed) // 2]):
         with pytest.raises(BodyDecompressionError, match="does not decode"):
-            decompress_body(b"definitely not a frame", 1 | kind)
+            decompress_body(bad, 1 | kind)
+
+
+def test_the_wrong_algorithm_does_not_decode() -> None:
+    body = b"abc" * 1000
+    with pytest.raises(BodyDecompressionError):
+        decompress_body(lz4_frame(body), 1 | COMPRESSION_ZSTD)
+    with pytest.raises(BodyDecompressionError):
+        decompress_body(zstd_frame(body), 1 | COMPRESSION_LZ4)
+    with pytest.raises(BodyDecompressionError):
+        decompress_body(zstd_frame(body), 1)  # zlib
+
+
+@pytest.mark.parametrize(
+    ("kind", "module"), [(COMPRESSION_LZ4, "lz4.frame"), (COMPRESSION_ZSTD, "zstandard")]
+)
+def test_lz4_and_zstd_without_their_library(
+    monkeypatch: pytest.MonkeyPatch, kind: int, module: str
+) -> None:
+    real = importlib.import_module
+
+    def import_module(name: str, package: str | None = None) -> types.ModuleType:
+        if name == module:
+            raise ImportError(name)
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", import_module)
+    with pytest.raises(BodyDecompressionError, match=f"the {module} package is not installed"):
+        decompress_body(b"x", 1 | kind)

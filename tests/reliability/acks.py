@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from store.format import CommitLogRecord
+from store.decode import CommitLogRecord
 
 
 @dataclass(frozen=True, slots=True)

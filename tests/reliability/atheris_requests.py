@@ -11,9 +11,9 @@ frames before a corrupted one included, and the broker logs no exception it did 
 `FUZZ_INPUTS` sets a count, a health check: on a new connection a round of valid
 requests that touch the shared tables (`fuzz_lane.healthy_broker`: send, heartbeat, consumer
 list, pull, send-back, offset commit and query) is answered as it should within
-`HEALTH_CHECK_S`, the process's anonymous RSS stays under `RSS_BUDGET_MB`
-and its descriptors under `FD_BUDGET`. A failure raises, so libFuzzer reports it with the
-broker's latest events and writes the input that caused it. `FUZZ_STATS` names a JSON file
+`HEALTH_CHECK_S`, the process's anonymous RSS stays under `RSS_BUDGET_MB` and its descriptors
+under what the configuration allows (`fd_budget`). A failure raises, so libFuzzer reports it
+with the broker's latest events and writes the input that caused it. `FUZZ_STATS` names a JSON file
 that gets the counts after each health check. `FUZZ_FLUSH` (ASYNC_FLUSH or SYNC_FLUSH) and
 `FUZZ_STORE` (the store directory) configure the broker.
 """
@@ -41,13 +41,16 @@ with atheris.instrument_imports():
     from broker.config import build_config
     from broker.server import serve
     from protocol.msgid import InvalidMessageIdError, decode_offset_msg_id
+    from store.open_files import DEFAULT_CAPACITY
     from tests.reliability.fuzz_lane import Lane, healthy_broker
     from tests.reliability.request_script import Memory, build_script
 
 BATCH = 250
 HEALTH_CHECK_S = 5.0
 RSS_BUDGET_MB = 300
-FD_BUDGET = 600
+#: descriptors besides the open consume-queue files and the commit-log segments: sockets,
+#: the lanes, files the broker and the fuzzer keep open
+FD_SLACK = 128
 #: `FUZZ_INPUTS`: stop after this many inputs, with a last health check
 DEBUG = bool(os.environ.get("FUZZ_DEBUG"))
 LIMIT = int(os.environ.get("FUZZ_INPUTS", "0"))
@@ -117,8 +120,9 @@ def status_value(key: str) -> int:
 
 
 class Fuzzer:
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, store_dir: str) -> None:
         self.port = port
+        self.store_dir = store_dir
         self.memory = Memory()
         self.lanes = [Lane(port) for _ in range(3)]
         self.next_opaque = 1
@@ -167,12 +171,19 @@ class Fuzzer:
             return
         self.memory.remember(offset, msg_id.split(",")[0], queue_offset)
 
+    def fd_budget(self) -> int:
+        """The configured bound: open consume-queue files at most, one per commit-log segment
+        (retention bounds their number), and `FD_SLACK`."""
+        segments = len(os.listdir(pathlib.Path(self.store_dir) / "commitlog"))
+        return DEFAULT_CAPACITY + segments + FD_SLACK
+
     def health_check(self) -> None:
         elapsed = healthy_broker(self.port, timeout_s=HEALTH_CHECK_S)
         rss_mb = status_value("RssAnon") / 1024
         fds = len(os.listdir("/proc/self/fd"))
         assert rss_mb < RSS_BUDGET_MB, f"anonymous RSS {rss_mb:.0f} MiB over {RSS_BUDGET_MB}"
-        assert fds < FD_BUDGET, f"{fds} open descriptors, over {FD_BUDGET}"
+        budget = self.fd_budget()
+        assert fds < budget, f"{fds} open descriptors, over {budget}"
         stats["health_checks"] += 1
         stats["max_rss_mb"] = max(stats["max_rss_mb"], round(rss_mb))
         stats["max_fds"] = max(stats["max_fds"], fds)
@@ -190,7 +201,7 @@ def main() -> None:
     )
     store_dir = os.environ.get("FUZZ_STORE") or tempfile.mkdtemp(prefix="rmq-fuzz-")
     started = time.monotonic()
-    fuzzer = Fuzzer(start_broker(store_dir))
+    fuzzer = Fuzzer(start_broker(store_dir), store_dir)
     print(f"broker on {fuzzer.port} after {time.monotonic() - started:.1f} s", file=sys.stderr)
     atheris.Setup(sys.argv, fuzzer.one_input)
     atheris.Fuzz()

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 import pytest
 
 from protocol.headers import SEND_HEADER_V1_NAMES
-from store.format import CommitLogRecord
+from store.decode import CommitLogRecord
 from store.reader import CommitLogReader
 from tests.daemon import Daemon as BaseDaemon
 

@@ -193,6 +193,13 @@ def healthy_broker(port: int, timeout_s: float, topic: str = "T0") -> float:
         pull = {"consumerGroup": group, "topic": topic, "queueId": "0",
                 "queueOffset": queue_offset, "maxMsgNums": "1", "sysFlag": "0",
                 "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "1"}  # fmt: skip
+        # Under ASYNC_FLUSH a send is answered before the consume queue has it: wait for it.
+        while True:
+            bounds = caller.call(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": "0"})
+            if int(expect(bounds, "a max offset").ext_fields["offset"]) > int(queue_offset):
+                break
+            assert time.monotonic() - started < timeout_s, "the sent message never reached a queue"
+            time.sleep(0.01)
         expect(caller.call(RequestCode.PULL_MESSAGE, pull), "a pull of the sent message")
         offset = str(decode_offset_msg_id(sent.ext_fields["msgId"])[2])
         back = {"offset": offset, "group": group, "delayLevel": "0", "maxReconsumeTimes": "2"}

@@ -140,9 +140,9 @@ def _mutate(src: Source, memory: Memory, fields: dict[str, Any]) -> dict[str, An
 
 
 def _send_fields(src: Source, memory: Memory, batch: bool) -> dict[str, Any]:
-    properties = pick(
-        src, ("TAGS\x01t\x02KEYS\x01k", "DELAY\x01" + str(src.ConsumeIntInRange(0, 20)), "")
-    )
+    delay = "DELAY\x01" + str(src.ConsumeIntInRange(0, 20))
+    half = "TRAN_MSG\x01true\x02PGROUP\x01pg"
+    properties = pick(src, ("TAGS\x01t\x02KEYS\x01k", delay, half, ""))
     return {
         "a": "pg",
         "b": pick(src, TOPICS[:2]),
@@ -206,6 +206,21 @@ def _heartbeat_body(src: Source, memory: Memory) -> bytes:
     return json.dumps(body).encode()
 
 
+def _lock_body(src: Source, memory: Memory) -> bytes:
+    queue: dict[str, Any] = {
+        "topic": pick(src, TOPICS[:3]),
+        "brokerName": "broker-a",
+        "queueId": src.ConsumeIntInRange(-1, 4),
+    }
+    body: dict[str, Any] = {
+        "consumerGroup": pick(src, GROUPS[:2]),
+        "clientId": pick(src, CLIENTS[:2]),
+        "mqSet": [queue] * src.ConsumeIntInRange(0, 3),
+    }
+    _mutate(src, memory, pick(src, (body, queue)))
+    return json.dumps(body).encode()
+
+
 def _fields_and_body(src: Source, memory: Memory, code: int) -> tuple[dict[str, Any], bytes | None]:
     if code in (
         RequestCode.SEND_MESSAGE,
@@ -230,6 +245,8 @@ def _fields_and_body(src: Source, memory: Memory, code: int) -> tuple[dict[str, 
         return _pull_fields(src), None
     if code == RequestCode.HEART_BEAT:
         return {}, _heartbeat_body(src, memory)
+    if code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
+        return {}, _lock_body(src, memory)
     group, topic, queue = (
         pick(src, GROUPS[:2]),
         pick(src, TOPICS[:3]),
@@ -264,6 +281,13 @@ def _fields_and_body(src: Source, memory: Memory, code: int) -> tuple[dict[str, 
             "maxReconsumeTimes": str(src.ConsumeIntInRange(0, 17)),
         },
         RequestCode.GET_ROUTEINFO_BY_TOPIC: {"topic": topic},
+        RequestCode.END_TRANSACTION: {
+            "producerGroup": "pg",
+            "tranStateTableOffset": str(pick(src, memory.queue_offsets)),
+            "commitLogOffset": str(pick(src, memory.physical_offsets)),
+            "commitOrRollback": pick(src, ("8", "12", "0")),
+            "fromTransactionCheck": pick(src, ("false", "true")),
+        },
         RequestCode.UNREGISTER_CLIENT: {"clientID": pick(src, CLIENTS[:2]), "consumerGroup": group},
     }
     return templates.get(code, {}), None
@@ -289,6 +313,8 @@ CODES = (
     RequestCode.GET_BROKER_CLUSTER_INFO,
     RequestCode.UNREGISTER_CLIENT,
     RequestCode.TRIGGER_DELETE_FILES,
+    RequestCode.LOCK_BATCH_MQ,
+    RequestCode.UNLOCK_BATCH_MQ,
     RequestCode.VIEW_MESSAGE_BY_ID,
     RequestCode.END_TRANSACTION,
 )

@@ -13,6 +13,7 @@ import json
 import pathlib
 import struct
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -22,7 +23,7 @@ from broker.client import Message, SendStatus, open_producer
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
-from tests.reliability.conftest import Daemon
+from tests.reliability.conftest import Daemon, read_records
 
 SEND_FIELDS = {"a": "g", "b": "Hostile", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0"}
 SEND_FIELDS["h"] = "0"
@@ -191,8 +192,22 @@ def test_each_refused_request_is_logged_once(daemon: Daemon) -> None:
     assert silent == [], f"refusals without exactly one log event: {silent}"
 
 
-def test_store_holds_only_the_well_formed_messages(daemon: Daemon) -> None:
-    from tests.reliability.conftest import read_records
-
-    topics = {r.topic for r in read_records(pathlib.Path(daemon.store_dir))}
-    assert topics <= {"StillServed", "Hostile"}, topics
+def test_store_holds_only_the_well_formed_messages(tmp_path: pathlib.Path) -> None:
+    """Its own broker and its own traffic: every hostile payload once, each beside a good send,
+    and the follow-up send on every connection left open. Exactly those good messages are
+    stored, whole and CRC-checked; no part of a hostile payload is."""
+    daemon = Daemon(tmp_path / "store", "--flush-disk-type", "SYNC_FLUSH")
+    try:
+        outcomes = [trio.run(check, daemon, payload) for payload in CLOSED.values()]
+        outcomes += [trio.run(check, daemon, payload) for payload, _ in ANSWERED.values()]
+    finally:
+        assert daemon.stop() == 0
+    still_open = sum(1 for _, _, kept in outcomes if kept)
+    assert still_open == len(ANSWERED)
+    records = read_records(tmp_path / "store")
+    assert all(r.crc_ok is not False for r in records)
+    stored = Counter((r.topic, r.body) for r in records)
+    assert stored == {
+        ("StillServed", b"ok"): len(CLOSED) + len(ANSWERED),
+        ("Hostile", b"x"): still_open,
+    }, stored

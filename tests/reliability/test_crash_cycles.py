@@ -20,7 +20,7 @@ from collections import defaultdict
 import pytest
 import trio
 
-from broker.client import ConnectionClosedError, Message, SendError, open_producer
+from broker.client import ConnectionClosedError, Message, SendError, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
 from tests.daemon import BROKER
 from tests.reliability.acks import Ack, check_acknowledged
@@ -31,7 +31,13 @@ TOPICS = ("CycleA", "CycleB")
 
 
 async def load_until_killed(daemon: Daemon, cycle: int, rng: random.Random) -> dict[int, Ack]:
+    """Load from `PRODUCERS` connections until a SIGKILL at a random moment; the acknowledged
+    messages. A producer may stop only because of the kill: a refusal (SendError), a status
+    other than SEND_OK or a connection lost before the kill fails the cycle."""
     acks: dict[int, Ack] = {}
+    failures: list[str] = []
+    killed = False
+    first_ack = trio.Event()
 
     async def producer(index: int) -> None:
         try:
@@ -47,22 +53,35 @@ async def load_until_killed(daemon: Daemon, cycle: int, rng: random.Random) -> d
                         body = tag.encode() * rng.randint(1, 30)
                         result = await client.send(Message(topic, body))
                         bodies = [body]
+                    if result.status is not SendStatus.SEND_OK:
+                        failures.append(f"producer {index} seq {seq}: {result.status.name}")
+                        return
                     ids = result.offset_msg_id.split(",")
                     assert len(ids) == len(bodies)
                     for i, (msg_id, body) in enumerate(zip(ids, bodies, strict=True)):
                         offset = decode_offset_msg_id(msg_id)[2]
                         ack = Ack(offset, topic, result.queue_id, result.queue_offset + i, body)
                         acks[offset] = ack
-        except* (ConnectionClosedError, SendError, OSError, trio.BrokenResourceError):
-            pass  # killed under us: what was acknowledged must survive
+                    first_ack.set()
+        except* SendError as refused:
+            failures.append(f"producer {index} refused: {refused.exceptions[0]}")
+        except* (ConnectionClosedError, OSError, trio.BrokenResourceError) as lost:
+            if not killed:  # after the kill it is what a crash looks like to a client
+                failures.append(f"producer {index} lost its connection: {lost.exceptions[0]!r}")
+        finally:
+            first_ack.set()  # a producer that ended early does not hold the kill back
 
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             for index in range(PRODUCERS):
                 nursery.start_soon(producer, index)
+            # the kill lands under load: a random moment after the first acknowledgement
+            await first_ack.wait()
             await trio.sleep(rng.uniform(0.1, 0.5))
+            killed = True
             os.kill(daemon.process.pid, signal.SIGKILL)
     daemon.process.wait(10)
+    assert not failures, f"cycle {cycle}: producers stopped before the kill: {failures}"
     return acks
 
 

@@ -21,7 +21,7 @@ import trio
 
 from broker.client import ConnectionClosedError, Message, SendError, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
-from store.format import CommitLogRecord
+from store.decode import CommitLogRecord
 from store.reader import CommitLogReader
 from tests.reliability.acks import Ack, check_acknowledged
 from tests.reliability.toml_daemon import BROKER, SEGMENT_SIZE, TomlDaemon, write_config

@@ -19,7 +19,8 @@ import trio
 
 from broker.client import Message, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
-from store.format import BLANK_MAGIC_CODE, PHYSICALOFFSET_POS, CommitLogRecord
+from store.decode import CommitLogRecord
+from store.layout import BLANK_MAGIC_CODE, PHYSICALOFFSET_POS
 from tests.reliability.conftest import (
     SEGMENT_SIZE,
     SOAK,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import trio
 import trio.testing
 
 from store.config import MessageStoreConfig
+from store.mapped_file import create_segment_file
 from store.message import MessageExtBrokerInner
 
 SEGMENT = 4096
@@ -74,3 +76,20 @@ def read_file(path: str) -> bytes:
 def body_for_record_size(size: int, topic: str = "T1", properties: str = "") -> bytes:
     """A body that makes an IPv4 record exactly `size` bytes long."""
     return b"b" * (size - 91 - len(topic.encode()) - len(properties.encode()))
+
+
+#: a generous bound on a wait for something the test holds up
+DEADLINE_S = 20.0
+
+
+class StuckCreate:
+    """Segment creation that does not return until the test releases it."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.released = threading.Event()
+
+    def __call__(self, path: str, size: int) -> None:
+        self.entered.set()
+        self.released.wait(DEADLINE_S)
+        create_segment_file(path, size)

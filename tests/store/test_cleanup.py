@@ -14,8 +14,8 @@ from structlog.testing import capture_logs
 from store import cleanup, status
 from store.cleanup import DELETE_FILES_BATCH_MAX, DeleteReason
 from store.config import FlushDiskType, MessageStoreConfig
+from store.decode import decode_record
 from store.flush import thread_flusher
-from store.format import decode_record
 from store.get_message import GetMessageStatus
 from store.mapped_file import MappedFile
 from store.message_store import DefaultMessageStore

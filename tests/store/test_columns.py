@@ -14,19 +14,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import format as record_format
-from store.columns import RecordColumns, decode_columns, walk
-from store.format import RecordFormatError
+from store import decode, encode, layout
+from store.columns import decode_columns, walk
+from store.decode import RecordFormatError
 from store.message import (
     COMPRESSED_FLAG,
     TRANSACTION_PREPARED_TYPE,
     MessageExtBrokerInner,
 )
+from store.record_columns import RecordColumns
 from store.status import AppendMessageStatus
 
 SEGMENT = 8192
 ROOT = Path(__file__).resolve().parents[2]
-BODY_POS = record_format.HEADER_V4.size
+BODY_POS = layout.HEADER_V4.size
 
 
 def fast_decode(
@@ -71,25 +72,23 @@ def build_segment(
     starts: list[int] = []
     pos = 0
     for queue_offset, msg in enumerate(msgs):
-        encoded = record_format.encode_record(msg, 1_700_000_001_000 + queue_offset, 1 << 22)
+        encoded = encode.encode_record(msg, 1_700_000_001_000 + queue_offset, 1 << 22)
         assert not isinstance(encoded, AppendMessageStatus)
         record = bytearray(encoded[0])
-        if pos + len(record) + record_format.END_FILE_MIN_BLANK_LENGTH > size:
+        if pos + len(record) + layout.END_FILE_MIN_BLANK_LENGTH > size:
             break
-        record_format.QUEUE_AND_PHYSICAL_OFFSET.pack_into(
-            record, record_format.QUEUEOFFSET_POS, queue_offset, base + pos
+        layout.QUEUE_AND_PHYSICAL_OFFSET.pack_into(
+            record, layout.QUEUEOFFSET_POS, queue_offset, base + pos
         )
         data[pos : pos + len(record)] = record
         starts.append(pos)
         pos += len(record)
-    record_format.BLANK_RECORD_HEADER.pack_into(
-        data, pos, size - pos, record_format.BLANK_MAGIC_CODE
-    )
+    layout.BLANK_RECORD_HEADER.pack_into(data, pos, size - pos, layout.BLANK_MAGIC_CODE)
     return data, starts
 
 
 def data_end(data: bytearray, starts: list[int]) -> int:
-    return starts[-1] + int(record_format.SIZE_MAGIC.unpack_from(data, starts[-1])[0])
+    return starts[-1] + int(layout.SIZE_MAGIC.unpack_from(data, starts[-1])[0])
 
 
 def both_paths(
@@ -140,7 +139,7 @@ def test_walk_reports_zeros_garbage_and_short_blanks() -> None:
     assert garbage.positions == starts[:1] and garbage.error is not None
     assert garbage.error.reason.startswith("bad magic code")
     blank = bytearray(data)
-    record_format.BLANK_RECORD_HEADER.pack_into(blank, end, 40, record_format.BLANK_MAGIC_CODE)
+    layout.BLANK_RECORD_HEADER.pack_into(blank, end, 40, layout.BLANK_MAGIC_CODE)
     assert walk(blank[: end + 40], 0, SEGMENT).ended
     wrong = walk(blank, 0, SEGMENT)
     assert wrong.error is not None and "does not reach the end" in wrong.error.reason
@@ -150,7 +149,7 @@ def test_columns_equal_decode_record_in_both_paths() -> None:
     msgs = [message(i) for i in range(1, 30)]
     data, starts = build_segment(msgs, base=SEGMENT * 3)
     cols = both_paths(data, starts, base=SEGMENT * 3)
-    expected = [record_format.decode_record(data, p, base_offset=SEGMENT * 3) for p in starts]
+    expected = [decode.decode_record(data, p, base_offset=SEGMENT * 3) for p in starts]
     records = list(decode_columns(data, starts, base=SEGMENT * 3).records())
     assert records == expected
     assert cols["topic"] == [m.topic.encode() for m in msgs]
@@ -170,7 +169,7 @@ def test_mixed_host_layouts_go_to_the_pure_path() -> None:
     data, starts = build_segment(msgs)
     assert fast_decode(data, starts) is None
     records = list(decode_columns(data, starts).records())
-    assert records == [record_format.decode_record(data, p) for p in starts]
+    assert records == [decode.decode_record(data, p) for p in starts]
     assert records[1].born_host == ("::1", 5000) and records[2].store_host == ("fe80::1", 10911)
     v6 = [message(i, store_host=("fe80::1", 9), born_host=("::2", 7)) for i in range(6)]
     data, starts = build_segment(v6)
@@ -192,16 +191,16 @@ def test_options_crc_and_topics_in_both_paths() -> None:
 
 
 def _corrupt_body_length(data: bytearray, pos: int) -> None:
-    record_format.INT32.pack_into(data, pos + BODY_POS - 4, -1)
+    layout.INT32.pack_into(data, pos + BODY_POS - 4, -1)
 
 
 def _corrupt_physical_offset(data: bytearray, pos: int) -> None:
-    record_format.INT64.pack_into(data, pos + record_format.PHYSICALOFFSET_POS, 12345)
+    layout.INT64.pack_into(data, pos + layout.PHYSICALOFFSET_POS, 12345)
 
 
 def _corrupt_total_size(data: bytearray, pos: int) -> None:
-    total = int(record_format.INT32.unpack_from(data, pos)[0])
-    record_format.INT32.pack_into(data, pos, total - 1)
+    total = int(layout.INT32.unpack_from(data, pos)[0])
+    layout.INT32.pack_into(data, pos, total - 1)
 
 
 @pytest.mark.parametrize(
@@ -260,7 +259,8 @@ class Blocker:
         return None
 
 sys.meta_path.insert(0, Blocker())
-from store.columns import RecordColumns, decode_columns, walk
+from store.columns import decode_columns, walk
+from store.record_columns import RecordColumns
 from store.reader import CommitLogReader
 from tests.store.test_columns import build_segment, message
 

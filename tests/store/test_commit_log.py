@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from store.config import MessageStoreConfig
-from store.format import BLANK_MAGIC_CODE
+from store.layout import BLANK_MAGIC_CODE
 from store.message import TRANSACTION_PREPARED_TYPE
 from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader

@@ -70,12 +70,13 @@ def test_the_first_flush_after_a_new_file_makes_its_name_durable(
     queue.append(0, 0, 100, 0)
     queue.flush()
     base = tmp_path / "consumequeue"
-    assert synced == [str(base / "T" / "3"), str(base / "T"), str(base)]
+    # the store root too: it names consumequeue/ once the first queue file creates it
+    assert synced == [str(base / "T" / "3"), str(base / "T"), str(base), str(tmp_path)]
     queue.append(1, 100, 100, 0)  # same file: no new name
     queue.flush()
-    assert len(synced) == 3
+    assert len(synced) == 4
     for n in range(2, 5):  # the fifth unit opens the second file
         queue.append(n, 100 * n, 100, 0)
     queue.flush()
-    assert synced[3:] == [str(base / "T" / "3"), str(base / "T"), str(base)]
+    assert synced[4:] == [str(base / "T" / "3"), str(base / "T"), str(base), str(tmp_path)]
     queue.close()

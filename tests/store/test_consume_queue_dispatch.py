@@ -17,8 +17,8 @@ from structlog.testing import capture_logs
 
 from store.config import FlushDiskType, MessageStoreConfig
 from store.consume_queue import CqUnit
+from store.decode import decode_record
 from store.dispatch import ConsumeQueueTable
-from store.format import decode_record
 from store.get_message import GetMessageStatus, TagFilter
 from store.mapped_file import MappedFile
 from store.message import TRANSACTION_PREPARED_TYPE, enters_consume_queue, java_string_hash
@@ -63,9 +63,9 @@ async def test_tag_filter_and_offset_statuses(config: MessageStoreConfig) -> Non
         consume = store.consume
         assert consume is not None
         await wait_until(lambda: consume.max_offset_in_queue("T1", 0) == 10)
-        only_b = consume.get_message("T1", 0, 0, 32, TagFilter.parse("B"))
+        only_b = consume.get_message("T1", 0, 0, 32, tag_filter=TagFilter.parse("B"))
         assert [decode_record(m, 0).body for m in only_b.messages] == [b"1", b"3", b"5", b"7", b"9"]
-        none = consume.get_message("T1", 0, 0, 32, TagFilter.parse("C || D"))
+        none = consume.get_message("T1", 0, 0, 32, tag_filter=TagFilter.parse("C || D"))
         assert none.status is GetMessageStatus.NO_MATCHED_MESSAGE and none.next_begin_offset == 10
         assert consume.get_message("T1", 0, 10, 1).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
         bad = consume.get_message("T1", 0, 99, 1)

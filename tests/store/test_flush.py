@@ -14,8 +14,8 @@ from structlog.testing import capture_logs
 
 from store.checkpoint import read_flush_offset
 from store.config import FlushDiskType, MessageStoreConfig
+from store.decode import decode_record
 from store.flush import thread_flusher
-from store.format import decode_record
 from store.mapped_file import MappedFile
 from store.message import PutMessageResult
 from store.message_store import DefaultMessageStore

@@ -10,17 +10,14 @@ import zlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.format import (
-    BLANK_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE,
+from store.decode import (
     RecordFormatError,
-    cal_msg_length,
     check_message_and_return_size,
     decode_record,
-    encode_batch,
-    encode_record,
     find_record_boundary,
 )
+from store.encode import encode_batch, encode_record
+from store.layout import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, cal_msg_length
 from store.message import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,

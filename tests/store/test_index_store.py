@@ -11,7 +11,7 @@ import pytest
 
 from store.config import FlushDiskType, MessageStoreConfig
 from store.consume_service import ConsumeService, query_message, view_message
-from store.format import decode_record
+from store.decode import decode_record
 from store.index.index_file import IndexFile
 from store.index.service import CHECKPOINT_FILE, INDEX_DIR, IndexService
 from store.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE

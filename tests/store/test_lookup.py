@@ -19,7 +19,7 @@ import trio
 import store.lookup
 from store.config import FlushDiskType, MessageStoreConfig
 from store.consume_service import ConsumeService
-from store.format import HEADER_V4, MESSAGE_MAGIC_CODE, PHYSICALOFFSET_POS, RECORD_OVERHEAD_BYTES
+from store.layout import HEADER_V4, MESSAGE_MAGIC_CODE, PHYSICALOFFSET_POS, RECORD_OVERHEAD_BYTES
 from store.message_store import DefaultMessageStore
 from store.status import PutMessageStatus
 

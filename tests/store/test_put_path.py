@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import time
 
 import trio
 from structlog.testing import capture_logs
@@ -16,7 +15,7 @@ from store.message import TRANSACTION_PREPARED_TYPE
 from store.message_store import DefaultMessageStore
 from store.status import PutMessageStatus
 from store.store_tasks import apply_disk_ratio
-from tests.store.conftest import make_msg, wait_until
+from tests.store.conftest import DEADLINE_S, StuckCreate, make_msg, wait_until
 
 
 async def test_put_after_shutdown(config: MessageStoreConfig) -> None:
@@ -101,29 +100,25 @@ async def test_size_checks(config: MessageStoreConfig) -> None:
         assert store.topic_queue_table == {"T1-0": 1, f"{'t' * 127}-0": 1}
 
 
-def _slow_create(delay_s: float) -> object:
-    def create(path: str, size: int) -> None:
-        time.sleep(delay_s)
-        create_segment_file(path, size)
-
-    return create
-
-
 async def test_os_page_cache_busy(config: MessageStoreConfig) -> None:
     config = dataclasses.replace(config, os_page_cache_busy_timeout_ms=50)
-    async with DefaultMessageStore.open(config, create_file=_slow_create(0.4)) as store:  # type: ignore[arg-type]
-        async with trio.open_nursery() as nursery:
-            first: list[PutMessageStatus] = []
+    create = StuckCreate()
+    async with DefaultMessageStore.open(config, create_file=create) as store:
+        with trio.fail_after(DEADLINE_S / 2):
+            async with trio.open_nursery() as nursery:
+                first: list[PutMessageStatus] = []
 
-            async def put_first() -> None:
-                first.append((await store.put_message(make_msg())).status)
+                async def put_first() -> None:
+                    first.append((await store.put_message(make_msg())).status)
 
-            nursery.start_soon(put_first)
-            await trio.sleep(0.15)  # the writer is inside segment creation
-            assert store.is_os_page_cache_busy()
-            assert (
-                await store.put_message(make_msg())
-            ).status is PutMessageStatus.OS_PAGE_CACHE_BUSY
+                nursery.start_soon(put_first)
+                await trio.to_thread.run_sync(create.entered.wait, DEADLINE_S)
+                assert not first  # the writer is inside segment creation
+                await wait_until(store.is_os_page_cache_busy, DEADLINE_S)  # past the 50 ms
+                assert (
+                    await store.put_message(make_msg())
+                ).status is PutMessageStatus.OS_PAGE_CACHE_BUSY
+                create.released.set()
         assert first == [PutMessageStatus.PUT_OK]
         assert not store.is_os_page_cache_busy()
 
@@ -131,18 +126,23 @@ async def test_os_page_cache_busy(config: MessageStoreConfig) -> None:
 async def test_writer_queue_full(config: MessageStoreConfig) -> None:
     config = dataclasses.replace(config, put_queue_capacity=2)
     statuses: list[PutMessageStatus] = []
-    async with DefaultMessageStore.open(config, create_file=_slow_create(0.3)) as store:  # type: ignore[arg-type]
+    create = StuckCreate()
+    async with DefaultMessageStore.open(config, create_file=create) as store:
 
         async def put() -> None:
             statuses.append((await store.put_message(make_msg())).status)
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(put)
-            await trio.sleep(0.05)  # the writer took the first put and is stuck creating a segment
-            for _ in range(5):
+        with trio.fail_after(DEADLINE_S / 2):
+            async with trio.open_nursery() as nursery:
                 nursery.start_soon(put)
-            await trio.sleep(0.05)
-            assert store.writer_queue_depth == 2
+                # the writer took the first put and is stuck creating a segment
+                await trio.to_thread.run_sync(create.entered.wait, DEADLINE_S)
+                for _ in range(5):
+                    nursery.start_soon(put)
+                await wait_until(lambda: len(statuses) == 3, DEADLINE_S)
+                assert statuses == [PutMessageStatus.WRITER_QUEUE_FULL] * 3
+                assert store.writer_queue_depth == 2
+                create.released.set()
     assert statuses.count(PutMessageStatus.WRITER_QUEUE_FULL) == 3
     assert statuses.count(PutMessageStatus.PUT_OK) == 3
 

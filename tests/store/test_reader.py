@@ -13,8 +13,8 @@ import pytest
 import trio
 
 from store.config import FlushDiskType, MessageStoreConfig
+from store.decode import RecordFormatError
 from store.flush import thread_flusher
-from store.format import RecordFormatError
 from store.mapped_file import MappedFile
 from store.message_store import DefaultMessageStore
 from store.reader import CommitLogReader

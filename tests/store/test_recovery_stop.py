@@ -11,8 +11,7 @@ import pytest
 import structlog
 import trio
 
-from store import format as record_format
-from store import recovery
+from store import decode, recovery
 from store.checkpoint import TOPIC_QUEUE_TABLE_FILE
 from store.config import MessageStoreConfig
 from store.message_store import DefaultMessageStore
@@ -33,7 +32,7 @@ async def test_a_cancel_during_recovery_stops_the_scan(
     await _fill(config)
     os.remove(os.path.join(config.store_path_root_dir, TOPIC_QUEUE_TABLE_FILE))  # scan all
     checked = 0
-    real_check = record_format.check_message_and_return_size
+    real_check = decode.check_message_and_return_size
 
     def slow_check(*args: Any) -> Any:
         nonlocal checked

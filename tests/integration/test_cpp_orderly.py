@@ -1,0 +1,213 @@
+"""Orderly push consumers of the official C++ client (`rocketmq==0.4.4`, `orderly=True`) against
+a real `rmq-broker serve`: they own queues through LOCK_BATCH_MQ before they consume them.
+
+One orderly consumer receives every message, each queue in queue order. Two of one group split
+the queues between them, and no queue is consumed by both at once (their callbacks on one queue
+never overlap in time). A consumer process that is SIGKILLed keeps its locks until they expire
+(`rebalance_lock_max_live_time`, short here); then the other consumer takes its queues over and
+receives the rest, and a consumer restarted later resumes from the committed offsets.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+
+from rocketmq.client import Message, Producer, PushConsumer, RecvMessage, SendStatus
+
+from tests.daemon import Daemon
+
+TOPIC = "CppOrderly"
+GROUP = "cpp_orderly_group"
+COUNT = 60
+#: long enough for the client to renew its locks (every 20 s), short enough for a test
+LOCK_LIVE_MS = "4000"
+
+
+def produce(port: int, indexes: Iterable[int]) -> None:
+    producer = Producer("cpp_orderly_producer", timeout=5000)
+    producer.set_namesrv_addr(f"127.0.0.1:{port}")
+    producer.start()
+    try:
+        for index in indexes:
+            msg = Message(TOPIC)
+            msg.set_keys(f"key-{index}")
+            msg.set_property("seq", str(index))
+            msg.set_body(f"body-{index}".encode())
+            assert producer.send_sync(msg).status == SendStatus.OK
+    finally:
+        producer.shutdown()
+
+
+class Log:
+    """Every delivery: (seq, queue id, queue offset, consumer, callback start, callback end)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.rows: list[tuple[int, int, int, str, float, float]] = []
+
+    def consumer(self, name: str) -> object:
+        def on_message(msg: RecvMessage) -> None:
+            start = time.monotonic()
+            time.sleep(0.01)  # long enough for two callbacks on one queue to overlap
+            with self.lock:
+                seq = int(msg.get_property("seq"))
+                self.rows.append(
+                    (seq, msg.queue_id, msg.queue_offset, name, start, time.monotonic())
+                )
+
+        return on_message
+
+    def seqs(self) -> set[int]:
+        with self.lock:
+            return {row[0] for row in self.rows}
+
+    def wait_for(self, wanted: set[int], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not wanted <= self.seqs():
+            time.sleep(0.1)
+        missing = sorted(wanted - self.seqs())
+        assert not missing, f"never delivered: {missing[:20]} ({len(missing)} in all)"
+
+
+def start_consumer(port: int, log: Log, name: str) -> PushConsumer:
+    consumer = PushConsumer(GROUP, orderly=True)
+    consumer.set_namesrv_addr(f"127.0.0.1:{port}")
+    consumer.set_instance_name(name)
+    consumer.set_thread_count(2)
+    consumer.subscribe(TOPIC, log.consumer(name))
+    consumer.start()
+    return consumer
+
+
+def check_queue_order(rows: list[tuple[int, int, int, str, float, float]]) -> None:
+    """Within a queue, first deliveries come in queue-offset order."""
+    seen: set[tuple[int, int]] = set()
+    last: dict[int, int] = {}
+    for _seq, queue, offset, _name, _start, _end in sorted(rows, key=lambda r: r[4]):
+        if (queue, offset) in seen:
+            continue  # a redelivery after a takeover, from the committed offset
+        seen.add((queue, offset))
+        assert offset > last.get(queue, -1), f"queue {queue}: offset {offset} after {last[queue]}"
+        last[queue] = offset
+
+
+def check_exclusive(rows: list[tuple[int, int, int, str, float, float]]) -> None:
+    """No two consumers' callbacks on one queue overlap in time."""
+    by_queue: dict[int, list[tuple[float, float, str]]] = {}
+    for _seq, queue, _offset, name, start, end in rows:
+        by_queue.setdefault(queue, []).append((start, end, name))
+    for queue, spans in by_queue.items():
+        spans.sort()
+        for (_s1, end1, name1), (start2, _e2, name2) in itertools.pairwise(spans):
+            assert name1 == name2 or start2 >= end1, f"queue {queue}: {name1} and {name2} at once"
+
+
+def test_orderly_consumers_own_their_queues(
+    tmp_path: pathlib.Path, client_home: pathlib.Path
+) -> None:
+    daemon = Daemon(tmp_path / "store", "--flush-disk-type", "SYNC_FLUSH")
+    try:
+        produce(daemon.port, range(COUNT))
+        log = Log()
+        first = start_consumer(daemon.port, log, "first")
+        second = start_consumer(daemon.port, log, "second")
+        try:
+            log.wait_for(set(range(COUNT)), 60)
+            produce(daemon.port, range(COUNT, 2 * COUNT))  # while both run
+            log.wait_for(set(range(2 * COUNT)), 60)
+        finally:
+            first.shutdown()
+            second.shutdown()
+    finally:
+        daemon.process.terminate()
+        assert daemon.finish() == 0
+    rows = log.rows
+    check_queue_order(rows)
+    check_exclusive(rows)
+    names_by_queue = {
+        queue: {r[3] for r in rows if r[1] == queue} for queue in {r[1] for r in rows}
+    }
+    assert len(names_by_queue) == 4, names_by_queue
+    print(f"orderly deliveries={len(rows)} consumers by queue={names_by_queue}")
+
+
+VICTIM = """
+import sys, time
+from rocketmq.client import PushConsumer
+consumer = PushConsumer(sys.argv[2], orderly=True)
+consumer.set_namesrv_addr("127.0.0.1:" + sys.argv[1])
+consumer.set_instance_name("victim")
+def on_message(msg):
+    print(msg.get_property("seq").decode(), msg.queue_id, flush=True)
+consumer.subscribe(sys.argv[3], on_message)
+consumer.start()
+print("started", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_orderly_consumer_releases_its_queues_when_its_locks_expire(
+    tmp_path: pathlib.Path, client_home: pathlib.Path
+) -> None:
+    store = tmp_path / "store"
+    env = {"RMQ_REBALANCE_LOCK_MAX_LIVE_TIME": LOCK_LIVE_MS}
+    daemon = Daemon(store, "--flush-disk-type", "SYNC_FLUSH", env=env)
+    victim_seqs: list[int] = []
+    victim = subprocess.Popen(
+        [sys.executable, "-c", VICTIM, str(daemon.port), GROUP, TOPIC],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    started = threading.Event()
+
+    def read_victim() -> None:
+        assert victim.stdout is not None
+        for line in victim.stdout:
+            if line.startswith("started"):
+                started.set()
+            else:
+                victim_seqs.append(int(line.split()[0]))
+
+    threading.Thread(target=read_victim, daemon=True).start()
+    log = Log()
+    try:
+        assert started.wait(30), "the victim consumer did not start"
+        produce(daemon.port, range(COUNT))
+        survivor = start_consumer(daemon.port, log, "survivor")
+        try:
+            deadline = time.monotonic() + 60
+            while set(range(COUNT)) - log.seqs() - set(victim_seqs):
+                assert time.monotonic() < deadline, "the first messages were not all delivered"
+                time.sleep(0.1)
+            assert victim_seqs, "the victim owned no queue"
+            victim.kill()  # SIGKILL: no unlock, its locks stay until they expire
+            victim.wait(30)
+            produce(daemon.port, range(COUNT, 2 * COUNT))
+            log.wait_for(set(range(COUNT, 2 * COUNT)), 120)
+        finally:
+            survivor.shutdown()  # persists its offsets
+        produce(daemon.port, range(2 * COUNT, 2 * COUNT + 20))
+        restarted_log = Log()
+        restarted = start_consumer(daemon.port, restarted_log, "restarted")
+        try:
+            restarted_log.wait_for(set(range(2 * COUNT, 2 * COUNT + 20)), 90)
+        finally:
+            restarted.shutdown()
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+        daemon.process.terminate()
+        assert daemon.finish() == 0
+    check_queue_order(log.rows)
+    # Resumed from the committed offsets: nothing the survivor had consumed comes again.
+    assert restarted_log.seqs() == set(range(2 * COUNT, 2 * COUNT + 20))
+    taken_over = {r[1] for r in log.rows if r[0] >= COUNT}
+    print(f"victim got {len(victim_seqs)}; the survivor consumed queues {sorted(taken_over)} after")
+    assert len(taken_over) == 4
