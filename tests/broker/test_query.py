@@ -7,12 +7,15 @@ import pathlib
 
 import trio
 
-from broker.client import Message, Producer, open_producer
+from broker.client import Message, Producer, SendResult, open_producer
 from broker.query_client import QueryAnswer, query_by_key, view_by_offset
+from broker.topic_config import TRANS_HALF_TOPIC
+from broker.tx_client import TransactionState, open_transaction_producer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.msgid import decode_offset_msg_id
 from protocol.properties import decode_properties
+from store.decode import CommitLogRecord
 from tests.conftest import make_config, start_broker
 from tests.daemon import Daemon
 
@@ -173,3 +176,31 @@ async def test_keys_are_found_after_kill_9(tmp_path: pathlib.Path) -> None:
             assert [r.body for r in answer.records] == [body for body, _ in sent]
     finally:
         daemon.stop()
+
+
+async def test_a_committed_transaction_is_found_in_its_topic_and_a_rolled_back_one_is_not(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    broker = await start_broker(nursery, make_config(tmp_path / "store", **INDEX))
+
+    async def never_checked(_half: CommitLogRecord) -> TransactionState:
+        return TransactionState.UNKNOWN
+
+    async def commit(_message: Message, _sent: SendResult) -> TransactionState:
+        return TransactionState.COMMIT
+
+    async def rollback(_message: Message, _sent: SendResult) -> TransactionState:
+        return TransactionState.ROLLBACK
+
+    async with open_transaction_producer(
+        "127.0.0.1", broker.port, "tx-query", never_checked
+    ) as producer:
+        await producer.send_in_transaction(Message("TxQ", b"kept", keys="tx-kept"), commit)
+        await producer.send_in_transaction(Message("TxQ", b"gone", keys="tx-gone"), rollback)
+    async with open_producer("127.0.0.1", broker.port) as conn:
+        kept = await settled(conn, "TxQ", "tx-kept", 1)
+        assert [r.body for r in kept.records] == [b"kept"]
+        half = await settled(conn, TRANS_HALF_TOPIC, "tx-gone", 1)  # the half, as 4.9 indexes it
+        assert [r.body for r in half.records] == [b"gone"]
+        assert (await query_by_key(conn, "TxQ", "tx-gone")).records == []
+    await broker.stop()
