@@ -1,19 +1,25 @@
-"""`rmq-broker inspect`: the commit log's records as JSON lines, via `store.reader`.
+"""`rmq-broker inspect` and `rmq-broker query --store-dir`: the commit log's records as JSON
+lines, via `store.reader`.
 
 Reads only up to the durable offset the store publishes in `flushoffset`, so it is safe while a
 broker writes the same directory. A `--from-offset` inside a record resynchronises at the next
-record start. Knows nothing of sockets.
+record start. A query by key reads the log itself, not the index files a running broker may be
+writing, and matches the key exactly (a KEYS entry or the UNIQ_KEY, as the index would); a
+query by offset finds a record only where one starts. Knows nothing of sockets.
 """
 
 from __future__ import annotations
 
 import base64
+import collections
 import json
 from collections.abc import Callable
 from typing import Any
 
 from protocol.properties import MessageConst, decode_properties
-from store.decode import CommitLogRecord
+from store.decode import CommitLogRecord, RecordFormatError
+from store.index.index_file import index_keys
+from store.message import TRANSACTION_ROLLBACK_TYPE, get_transaction_value
 from store.reader import CommitLogReader
 
 
@@ -75,3 +81,44 @@ def inspect_store(
             if limit is not None and count >= limit:
                 break
     return count
+
+
+def query_store(
+    store_dir: str,
+    *,
+    topic: str,
+    key: str,
+    max_num: int,
+    with_body: bool = False,
+    emit: Callable[[str], None] = print,
+) -> int:
+    """Emit the newest `max_num` records of `topic` carrying `key`, in log order; how many."""
+    found: collections.deque[CommitLogRecord] = collections.deque(maxlen=max_num)
+    with CommitLogReader(store_dir) as reader:
+        for rec in reader.iter_records(reader.min_offset, include_body=True, verify_crc=True):
+            if (
+                rec.topic == topic
+                and get_transaction_value(rec.sys_flag) != TRANSACTION_ROLLBACK_TYPE
+                and key in index_keys(rec.properties)
+            ):
+                found.append(rec)
+    for rec in found:
+        emit(json.dumps(record_json(rec, with_body), ensure_ascii=False))
+    return len(found)
+
+
+def view_store(
+    store_dir: str, offset: int, *, with_body: bool = False, emit: Callable[[str], None] = print
+) -> int:
+    """Emit the record starting at commit-log `offset` (1), or nothing (0)."""
+    with CommitLogReader(store_dir) as reader:
+        if reader.next_boundary(offset) != offset:
+            return 0
+        try:
+            rec = next(reader.iter_records(offset, include_body=True, verify_crc=True), None)
+        except RecordFormatError:
+            return 0
+    if rec is None:
+        return 0
+    emit(json.dumps(record_json(rec, with_body), ensure_ascii=False))
+    return 1

@@ -44,6 +44,7 @@ from broker.processors.namesrv import (
     UnregisterClientProcessor,
 )
 from broker.processors.pull import PullMessageProcessor
+from broker.processors.query import QueryMessageProcessor, ViewMessageByIdProcessor
 from broker.processors.send import SendMessageProcessor
 from broker.processors.send_back import ConsumerSendMsgBackProcessor
 from broker.read_budget import ReadBudget
@@ -97,6 +98,8 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.END_TRANSACTION: EndTransactionProcessor(),
             RequestCode.LOCK_BATCH_MQ: LockBatchMqProcessor(),
             RequestCode.UNLOCK_BATCH_MQ: UnlockBatchMqProcessor(),
+            RequestCode.QUERY_MESSAGE: QueryMessageProcessor(),
+            RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageByIdProcessor(),
         }
     )
     table.update(namesrv_processors())

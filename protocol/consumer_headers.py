@@ -203,6 +203,30 @@ class SearchOffsetByTimestampResponseHeader(_OffsetResponseHeader):
 
 
 @dataclass(frozen=True, slots=True)
+class QueryMessageRequestHeader(_ExtFieldsHeader):
+    """QUERY_MESSAGE (12): messages of a topic by key, stored within a time range (ms)."""
+
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: Long
+    end_timestamp: Long
+
+
+@dataclass(frozen=True, slots=True)
+class QueryMessageResponseHeader(_ExtFieldsHeader):
+    index_last_update_timestamp: Long
+    index_last_update_phyoffset: Long
+
+
+@dataclass(frozen=True, slots=True)
+class ViewMessageRequestHeader(_ExtFieldsHeader):
+    """VIEW_MESSAGE_BY_ID (33): the commit-log offset an offset message id holds."""
+
+    offset: Long
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerSendMsgBackRequestHeader(_ExtFieldsHeader):
     offset: Long
     group: Group

@@ -15,7 +15,8 @@ Owns when a segment may go and in what order:
   `destroy_mapped_file_interval_forcibly` has passed; deleting is an unlink, so even then a reader
   keeps valid pages, never SIGBUS.
 Once the log's first offset moved, the consume queues drop their files below it and correct their
-minimum offsets. Knows files, offsets and clocks; the store hands in what it must not know.
+minimum offsets, and the index drops its files that point only below it. Knows files, offsets
+and clocks; the store hands in what it must not know.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import trio
 
 from store.config import MessageStoreConfig
 from store.dispatch import ConsumeQueueTable
+from store.index.service import IndexService
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
 
@@ -244,14 +246,20 @@ def _modified_ms(mapped_file: MappedFile) -> int:
 
 
 class CleanConsumeQueueService:
-    """After the log's first offset moved: consume-queue files below it go, minimums move up."""
+    """After the log's first offset moved: consume-queue files below it go, minimums move up,
+    and so do the index files whose items all point below it."""
 
     def __init__(
-        self, config: MessageStoreConfig, table: ConsumeQueueTable, min_offset: Callable[[], int]
+        self,
+        config: MessageStoreConfig,
+        table: ConsumeQueueTable,
+        min_offset: Callable[[], int],
+        index: IndexService | None = None,
     ) -> None:
         self.config = config
         self.table = table
         self.min_offset = min_offset
+        self.index = index
         self.files_deleted = 0
         self._last_min = 0
 
@@ -271,6 +279,8 @@ class CleanConsumeQueueService:
                 await trio.sleep(interval_s)
             else:
                 await trio.lowlevel.checkpoint()
+        if self.index is not None:
+            deleted += await trio.to_thread.run_sync(self.index.delete_below, phy_min)
         self.files_deleted += deleted
         return deleted
 

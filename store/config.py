@@ -83,6 +83,13 @@ class MessageStoreConfig:
     checkpoint_interval_ms: int = 1000
     #: consume-queue files open at once, over every queue (least recently used closed first)
     max_open_consume_queue_files: int = 512
+    # The message index (`store.index`): by KEYS and UNIQ_KEY, for QUERY_MESSAGE.
+    #: build the index at all
+    message_index_enable: bool = True
+    #: hash slots of one index file
+    max_hash_slot_num: int = 5_000_000
+    #: items one index file holds before the next file is started
+    max_index_num: int = 20_000_000
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -115,7 +122,10 @@ class MessageStoreConfig:
             "os_page_cache_busy_timeout_ms",
             "clean_resource_interval",
             "max_open_consume_queue_files",
+            "max_hash_slot_num",
         )
+        if self.max_index_num < 2:
+            raise ValueError(f"max_index_num must be at least 2, got {self.max_index_num}")
         if not self.file_reserved_time > 0:
             hours = self.file_reserved_time
             raise ValueError(f"file_reserved_time must be a positive number of hours, got {hours}")

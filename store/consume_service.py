@@ -21,6 +21,8 @@ from store.decode import CommitLogRecord
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
 from store.encode import EncodedBatch
 from store.get_message import GetMessageResult, TagFilter, get_message, with_large
+from store.index.query import QueryMessageResult, query_messages, read_raw_record_at
+from store.index.service import IndexService
 from store.layout import SYSFLAG_POS, store_timestamp_pos
 from store.lookup import LOOP_READ_MAX_BYTES, read_record_at
 from store.message import BORNHOST_V6_FLAG
@@ -36,11 +38,19 @@ _TIMESTAMP_END_MAX: Final = store_timestamp_pos(BORNHOST_V6_FLAG) + 8
 
 class ConsumeService:
     def __init__(
-        self, table: ConsumeQueueTable, reput: ReputMessageService, files: MappedFileQueue
+        self,
+        table: ConsumeQueueTable,
+        reput: ReputMessageService,
+        files: MappedFileQueue,
+        index: IndexService | None = None,
     ) -> None:
         self.table = table
         self.reput = reput
         self.files = files
+        #: the message index (`store.index`), None when `message_index_enable` is off
+        self.index = index
+        if index is not None:
+            reput.listeners.append(index.wakeup)
 
     @classmethod
     def recover(
@@ -50,9 +60,12 @@ class ConsumeService:
         units_per_file: int = DEFAULT_UNITS_PER_FILE,
         readable_end: Callable[[], int] | None = None,
         max_open_files: int = DEFAULT_CAPACITY,
+        *,
+        index: IndexService | None = None,
     ) -> ConsumeService:
         """Load the queues, cut them to the recovered commit log, catch up to the readable end:
-        `readable_end()` when given (the store's choice by flush mode), else the durable offset."""
+        `readable_end()` when given (the store's choice by flush mode), else the durable offset.
+        The `index`, opened already, follows the dispatch once `run` starts."""
         table = ConsumeQueueTable(root, units_per_file, max_open_files)
         resume = table.repair(files.min_offset, files.max_offset)
         reader = CommitLogReader(root, readable_end)
@@ -63,7 +76,7 @@ class ConsumeService:
         for queue in table.queues.values():
             # Retention may have moved the log's start since the queues were written.
             queue.correct_min_offset(files.min_offset)
-        return cls(table, reput, files)
+        return cls(table, reput, files, index)
 
     @property
     def dispatched_offset(self) -> int:
@@ -74,6 +87,8 @@ class ConsumeService:
         """The dispatcher's own mappings of segments ending at or below `offset` are dropped:
         retention is about to delete them."""
         self.reput.reader.release_below(offset)
+        if self.index is not None:
+            self.index.release_below(offset)
 
     def add_listener(self, listener: Listener) -> None:
         self.reput.listeners.append(listener)
@@ -85,11 +100,17 @@ class ConsumeService:
         self.reput.note_appended(batch, wrote_offset, logics_offset)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await self.reput.run(task_status=task_status)
+        async with trio.open_nursery() as nursery:
+            if self.index is not None:
+                await nursery.start(self.index.run, lambda: self.reput.reput_from_offset)
+            await nursery.start(self.reput.run)
+            task_status.started()
 
     def close(self) -> None:
         self.table.close()
         self.reput.reader.close()
+        if self.index is not None:
+            self.index.close()
 
     def read_bytes(self, offset: int, size: int) -> bytes | None:
         mapped = self.files.find_mapped_file_by_offset(offset)
@@ -209,3 +230,38 @@ def _pread(fd: int, size: int, pos: int) -> bytes | None:
     except OSError:
         return None
     return data if len(data) == size else None
+
+
+async def query_message(
+    consume: ConsumeService,
+    *,
+    topic: str,
+    key: str,
+    max_num: int,
+    begin: int,
+    end: int,
+    max_message_size: int,
+) -> QueryMessageResult:
+    """QUERY_MESSAGE: the records of `topic` carrying `key`, stored within [begin, end] ms;
+    empty when the index is off."""
+    if consume.index is None:
+        return QueryMessageResult()
+    readable = consume.reput.reader.durable_offset()
+    return await query_messages(
+        consume.index,
+        consume.files,
+        readable,
+        max_message_size,
+        topic=topic,
+        key=key,
+        max_num=max_num,
+        begin=begin,
+        end=end,
+    )
+
+
+async def view_message(consume: ConsumeService, offset: int, max_message_size: int) -> bytes | None:
+    """VIEW_MESSAGE_BY_ID: the bytes of the record starting at `offset` (checked as
+    `store.lookup` checks a peer's offset), or None."""
+    readable = consume.reput.reader.durable_offset()
+    return await read_raw_record_at(consume.files, offset, readable, max_message_size)

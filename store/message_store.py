@@ -34,12 +34,10 @@ from store.flush import (
     GroupCommitService,
     thread_flusher,
 )
+from store.index.service import open_index
 from store.mapped_file import create_segment_file, make_dirs
 from store.mapped_file_queue import MappedFileQueue
-from store.message import (
-    MessageExtBrokerInner,
-    PutMessageResult,
-)
+from store.message import MessageExtBrokerInner, PutMessageResult
 from store.put_checks import check_batch, check_message
 from store.recovery import recover
 from store.status import AppendMessageStatus, PutMessageStatus, RunningFlags
@@ -195,6 +193,7 @@ class DefaultMessageStore:
             units_per_file=self.config.mapped_file_size_consume_queue // CQ_STORE_UNIT_SIZE,
             readable_end=self._consumable_end,
             max_open_files=self.config.max_open_consume_queue_files,
+            index=open_index(self.config, queue.min_offset, queue.max_offset, result.abnormal),
         )
         table = self.commit_log.topic_queue_table
         for key, end in self.consume.table.topic_queue_table().items():
@@ -203,7 +202,7 @@ class DefaultMessageStore:
                 table[key] = end
         self.writer.on_appended = self.consume.note_appended
         self.clean_consume_queue = CleanConsumeQueueService(
-            self.config, self.consume.table, lambda: queue.min_offset
+            self.config, self.consume.table, lambda: queue.min_offset, self.consume.index
         )
         create_abort_file(self.config.store_path_root_dir)
 
