@@ -30,12 +30,16 @@ TEST_SEGMENT_SIZE = 1 << 20
 
 
 def make_config(store_dir: pathlib.Path, **overrides: object) -> BrokerConfig:
-    """A broker on 127.0.0.1, port 0, ASYNC_FLUSH, 1 MiB segments, under `store_dir`."""
+    """A broker on 127.0.0.1, port 0, ASYNC_FLUSH, 1 MiB segments and a small message index,
+    under `store_dir`."""
     raw: dict[str, object] = {
         "listen": "127.0.0.1:0",
         "store_path_root_dir": str(store_dir),
         "mapped_file_size_commit_log": TEST_SEGMENT_SIZE,
         "shutdown_timeout_s": 5.0,
+        # A small message index: the default one takes 20 MB of disk per store.
+        "max_hash_slot_num": 5_000,
+        "max_index_num": 20_000,
     }
     raw.update(overrides)
     return build_config(raw)

@@ -33,6 +33,9 @@ class Daemon:
         environ = {
             **os.environ,
             "RMQ_LOG_LEVEL": "info",
+            # A small message index: the default one takes 20 MB of disk per store.
+            "RMQ_MAX_HASH_SLOT_NUM": "5000",
+            "RMQ_MAX_INDEX_NUM": "20000",
             **(env or {}),
         }
         self.process = subprocess.Popen(

@@ -31,6 +31,8 @@ def write_config(path: pathlib.Path, store_dir: pathlib.Path, **extra: object) -
         f"mapped_file_size_commit_log = {SEGMENT_SIZE}",
         "sync_flush_timeout_ms = 5000",
         "check_crc_on_recover = true",
+        "max_hash_slot_num = 5000",  # a small message index: the default takes 20 MB
+        "max_index_num = 20000",
         *(f"{key} = {json.dumps(value)}" for key, value in extra.items()),
     ]
     path.write_text("\n".join(lines) + "\n")
