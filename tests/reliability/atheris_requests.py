@@ -43,7 +43,8 @@ with atheris.instrument_imports():
     from protocol.msgid import InvalidMessageIdError, decode_offset_msg_id
     from store.open_files import DEFAULT_CAPACITY
     from tests.reliability.fuzz_lane import Lane, healthy_broker
-    from tests.reliability.request_script import Memory, build_script
+    from tests.reliability.fuzz_values import Memory
+    from tests.reliability.request_script import build_script
 
 BATCH = 250
 HEALTH_CHECK_S = 5.0

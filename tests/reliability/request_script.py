@@ -13,69 +13,26 @@ from __future__ import annotations
 
 import json
 import struct
-import zlib
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from protocol.batch import BatchEntry, encode_batch_body
 from protocol.codes import RequestCode, SerializeType
 from protocol.command import ONEWAY_FLAG, RemotingCommand
 from protocol.frame import encode_frame
 from protocol.headers import SEND_HEADER_V1_NAMES
-
-TOPICS = (
-    "T0",
-    "T1",
-    "%RETRY%G0",
-    "%DLQ%G1",
-    "SCHEDULE_TOPIC_XXXX",
-    "TBW102",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
+from tests.reliability.fuzz_values import (
+    BOMB,
+    CLIENTS,
+    GROUPS,
+    TOPICS,
+    Memory,
+    Source,
+    hostile_value,
+    mutate,
+    pick,
+    rare,
 )
-GROUPS = ("G0", "G1", "CID_RMQ_SYS_TRANS", "%RETRY%G0", "DEFAULT_CONSUMER")
-CLIENTS = ("10.0.0.1@1", "10.0.0.2@2", "")
-EDGE_INTS = (
-    0,
-    -1,
-    1,
-    3,
-    16,
-    17,
-    255,
-    2**31 - 1,
-    -(2**31),
-    2**31,
-    2**63 - 1,
-    -(2**63),
-    2**64,
-    10**30,
-)
-#: a zlib "bomb": a small body that inflates to 64 MiB, sent with the compressed sysFlag
-BOMB = zlib.compress(b"\0" * (64 << 20), 9)
-
-
-class Source(Protocol):
-    """What the script reads from: `atheris.FuzzedDataProvider` has these methods."""
-
-    def ConsumeIntInRange(self, low: int, high: int) -> int: ...
-    def ConsumeBool(self) -> bool: ...
-    def ConsumeBytes(self, count: int) -> bytes: ...
-    def ConsumeUnicodeNoSurrogates(self, count: int) -> str: ...
-    def ConsumeFloat(self) -> float: ...
-
-
-@dataclass
-class Memory:
-    """What earlier answers gave out: commit-log offsets, message ids, queue offsets."""
-
-    physical_offsets: list[int] = field(default_factory=lambda: [0])
-    msg_ids: list[str] = field(default_factory=list)
-    queue_offsets: list[int] = field(default_factory=lambda: [0])
-
-    def remember(self, offset: int, msg_id: str, queue_offset: int) -> None:
-        self.physical_offsets = [*self.physical_offsets[-31:], offset]
-        self.msg_ids = [*self.msg_ids[-31:], msg_id]
-        self.queue_offsets = [*self.queue_offsets[-31:], queue_offset]
 
 
 @dataclass(frozen=True)
@@ -87,56 +44,6 @@ class Request:
     opaque: int
     expects_answer: bool
     suspends: bool
-
-
-def rare(src: Source, odds: int) -> bool:
-    """True about once in `odds + 1` draws, and False once the input is used up (reads 0)."""
-    return src.ConsumeIntInRange(0, odds) == odds
-
-
-def pick(src: Source, values: tuple[Any, ...] | list[Any]) -> Any:
-    return values[src.ConsumeIntInRange(0, len(values) - 1)] if values else None
-
-
-def hostile_value(src: Source, memory: Memory) -> Any:
-    """A value for any field: names from the pools, edge numbers, odd strings, other JSON types."""
-    kind = src.ConsumeIntInRange(0, 11)
-    if kind == 0:
-        return pick(src, TOPICS + GROUPS)
-    if kind == 1:
-        return str(pick(src, EDGE_INTS))
-    if kind == 2:
-        return pick(src, EDGE_INTS)  # a JSON number where a string belongs
-    if kind == 3:
-        return pick(src, (None, True, False, [], {}, ["x"], {"a": 1}, 1.5, -0.0, 1e300))
-    if kind == 4:
-        return src.ConsumeUnicodeNoSurrogates(src.ConsumeIntInRange(0, 40))
-    if kind == 5:
-        return "x" * pick(src, (127, 128, 255, 256, 4096, 70_000))
-    if kind == 6:
-        return str(pick(src, memory.physical_offsets))
-    if kind == 7:
-        return str(pick(src, memory.queue_offsets) + src.ConsumeIntInRange(-2, 2))
-    if kind == 8:
-        return pick(src, memory.msg_ids) or ""
-    if kind == 9:
-        return "\x01\x02".join(
-            pick(src, ("DELAY", "3", "TRAN_MSG", "true", "WAIT", "x\x01", "")) for _ in range(3)
-        )
-    if kind == 10:
-        return str(src.ConsumeFloat())
-    return pick(src, CLIENTS)
-
-
-def _mutate(src: Source, memory: Memory, fields: dict[str, Any]) -> dict[str, Any]:
-    names = [*fields, "zz"]
-    for _ in range(src.ConsumeIntInRange(0, 3)):
-        name = pick(src, names)
-        if rare(src, 7):
-            fields.pop(name, None)
-        else:
-            fields[name] = hostile_value(src, memory)
-    return fields
 
 
 def _send_fields(src: Source, memory: Memory, batch: bool) -> dict[str, Any]:
@@ -200,7 +107,7 @@ def _heartbeat_body(src: Source, memory: Memory) -> bytes:
         "consumerDataSet": [consumer],
     }
     target = pick(src, (body, consumer, subscription))
-    _mutate(src, memory, target)
+    mutate(src, memory, target)
     if rare(src, 15):
         return src.ConsumeBytes(src.ConsumeIntInRange(0, 64))
     return json.dumps(body).encode()
@@ -217,7 +124,7 @@ def _lock_body(src: Source, memory: Memory) -> bytes:
         "clientId": pick(src, CLIENTS[:2]),
         "mqSet": [queue] * src.ConsumeIntInRange(0, 3),
     }
-    _mutate(src, memory, pick(src, (body, queue)))
+    mutate(src, memory, pick(src, (body, queue)))
     return json.dumps(body).encode()
 
 
@@ -281,6 +188,14 @@ def _fields_and_body(src: Source, memory: Memory, code: int) -> tuple[dict[str, 
             "maxReconsumeTimes": str(src.ConsumeIntInRange(0, 17)),
         },
         RequestCode.GET_ROUTEINFO_BY_TOPIC: {"topic": topic},
+        RequestCode.VIEW_MESSAGE_BY_ID: {"offset": str(pick(src, memory.physical_offsets))},
+        RequestCode.QUERY_MESSAGE: {
+            "topic": topic,
+            "key": pick(src, ("k", "healthy", *memory.msg_ids[-2:])),
+            "maxNum": str(src.ConsumeIntInRange(-1, 100)),
+            "beginTimestamp": "0",
+            "endTimestamp": str(2**62),
+        },
         RequestCode.END_TRANSACTION: {
             "producerGroup": "pg",
             "tranStateTableOffset": str(pick(src, memory.queue_offsets)),
@@ -316,6 +231,7 @@ CODES = (
     RequestCode.LOCK_BATCH_MQ,
     RequestCode.UNLOCK_BATCH_MQ,
     RequestCode.VIEW_MESSAGE_BY_ID,
+    RequestCode.QUERY_MESSAGE,
     RequestCode.END_TRANSACTION,
 )
 
@@ -385,7 +301,7 @@ def build_script(src: Source, memory: Memory, first_opaque: int) -> tuple[list[R
     for index in range(src.ConsumeIntInRange(1, 8)):
         code = src.ConsumeIntInRange(-5, 400) if rare(src, 31) else pick(src, CODES)
         fields, body = _fields_and_body(src, memory, code)
-        fields = _mutate(src, memory, fields)
+        fields = mutate(src, memory, fields)
         oneway = rare(src, 31)
         opaque = first_opaque + index
         flag = ONEWAY_FLAG if oneway else 0
