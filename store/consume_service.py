@@ -10,7 +10,6 @@ SIGKILL keeps written data in the page cache; only a power cut can take it back)
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
@@ -24,7 +23,7 @@ from store.get_message import GetMessageResult, TagFilter, get_message, with_lar
 from store.index.query import QueryMessageResult, query_messages, read_raw_record_at
 from store.index.service import IndexService
 from store.layout import SYSFLAG_POS, store_timestamp_pos
-from store.lookup import LOOP_READ_MAX_BYTES, read_record_at
+from store.lookup import LOOP_READ_MAX_BYTES, read_held, read_record_at
 from store.message import BORNHOST_V6_FLAG
 from store.open_files import DEFAULT_CAPACITY
 from store.reader import CommitLogReader
@@ -168,13 +167,7 @@ class ConsumeService:
         mapped = self.files.find_mapped_file_by_offset(offset)
         if mapped is None:
             return None
-        pos = offset - mapped.file_from_offset
-        if pos + size > mapped.file_size or not mapped.hold():
-            return None  # out of the segment, or retention is deleting it
-        try:
-            return await trio.to_thread.run_sync(_pread, mapped.fd, size, pos)
-        finally:
-            mapped.release()
+        return await read_held(mapped, offset - mapped.file_from_offset, size)
 
     def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.table.existing(topic, queue_id)
@@ -221,15 +214,6 @@ class ConsumeService:
         return await read_record_at(
             self.files, offset, self.reput.reader.durable_offset(), max_message_size
         )
-
-
-def _pread(fd: int, size: int, pos: int) -> bytes | None:
-    """`pread` releases the GIL while it copies (and while a cold page is read from disk)."""
-    try:
-        data = os.pread(fd, size, pos)
-    except OSError:
-        return None
-    return data if len(data) == size else None
 
 
 async def query_message(

@@ -84,18 +84,30 @@ async def read_record_at(
             )
     except (RecordFormatError, ValueError, IndexError):
         return None
-    if not mapped.hold():
-        return None  # retention is deleting the segment
+    data = await read_held(mapped, pos, size)
+    if data is None:
+        return None
     try:
-        return await trio.to_thread.run_sync(_read_in_thread, mapped.fd, pos, size, offset)
+        return decode_record(data, 0, base_offset=offset, verify_crc=False)
+    except (RecordFormatError, ValueError, IndexError):
+        return None
+
+
+async def read_held(mapped: MappedFile, pos: int, size: int) -> bytes | None:
+    """`size` bytes at `pos` of the segment, copied by `pread` in a worker thread while the
+    segment is held; None when retention is deleting it or the bytes are not all there."""
+    if pos + size > mapped.file_size or not mapped.hold():
+        return None
+    try:
+        return await trio.to_thread.run_sync(pread_exact, mapped.fd, size, pos)
     finally:
         mapped.release()
 
 
-def _read_in_thread(fd: int, pos: int, size: int, offset: int) -> CommitLogRecord | None:
+def pread_exact(fd: int, size: int, pos: int) -> bytes | None:
     """`pread` releases the GIL while it copies (and while a cold page is read from disk)."""
     try:
         data = os.pread(fd, size, pos)
-        return decode_record(data, 0, base_offset=offset, verify_crc=False)
-    except (OSError, RecordFormatError, ValueError, IndexError):
+    except OSError:
         return None
+    return data if len(data) == size else None

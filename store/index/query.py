@@ -13,7 +13,6 @@ holds the first match), so one query cannot make the broker copy 64 large record
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -22,7 +21,7 @@ import trio
 from store.decode import RecordFormatError, decode_record
 from store.index.index_file import index_keys
 from store.index.service import IndexService
-from store.lookup import LOOP_READ_MAX_BYTES, record_size_at
+from store.lookup import LOOP_READ_MAX_BYTES, read_held, record_size_at
 
 if TYPE_CHECKING:
     from store.mapped_file_queue import MappedFileQueue
@@ -61,20 +60,7 @@ async def read_raw_record_at(
     pos = offset - mapped.file_from_offset
     if size <= LOOP_READ_MAX_BYTES:
         return bytes(mapped.mm[pos : pos + size])
-    if not mapped.hold():
-        return None  # retention is deleting the segment
-    try:
-        return await trio.to_thread.run_sync(_pread, mapped.fd, size, pos)
-    finally:
-        mapped.release()
-
-
-def _pread(fd: int, size: int, pos: int) -> bytes | None:
-    try:
-        data = os.pread(fd, size, pos)
-    except OSError:
-        return None
-    return data if len(data) == size else None
+    return await read_held(mapped, pos, size)
 
 
 def _carries(data: bytes, offset: int, topic: str, key: str) -> bool:

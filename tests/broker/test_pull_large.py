@@ -14,7 +14,7 @@ import threading
 import pytest
 import trio
 
-import store.consume_service
+import store.lookup
 from broker.client import Message, open_producer
 from broker.pull_client import open_pull_consumer
 from protocol.codes import ResponseCode
@@ -31,13 +31,13 @@ LARGE = bytes(range(256)) * ((3 * LOOP_READ_MAX_BYTES) // 256)
 def pread_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The name of the thread each large read ran in."""
     names: list[str] = []
-    real = store.consume_service._pread
+    real = store.lookup.pread_exact
 
     def spying(fd: int, size: int, pos: int) -> bytes | None:
         names.append(threading.current_thread().name)
         return real(fd, size, pos)
 
-    monkeypatch.setattr(store.consume_service, "_pread", spying)
+    monkeypatch.setattr(store.lookup, "pread_exact", spying)
     return names
 
 

@@ -64,8 +64,8 @@ def thread_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     real = trio.to_thread.run_sync
 
     async def counting(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if fn is store.lookup._read_in_thread:
-            sizes.append(args[2])
+        if fn is store.lookup.pread_exact:
+            sizes.append(args[1])  # (fd, size, pos)
         return await real(fn, *args, **kwargs)
 
     monkeypatch.setattr(trio.to_thread, "run_sync", counting)
