@@ -11,18 +11,16 @@ Crash safety. Every second (and at close) the files written since are msync'ed a
 `config/indexCheckpoint` records, atomically, the commit-log offset indexed up to, the last
 file's name and its item count: everything the checkpoint names is on disk. At open, files
 newer than the checkpoint's are deleted and, after a crash or when its header says otherwise,
-the checkpoint's file is cut back to the saved count (its slots rebuilt from the items kept, so
-a slot a crash wrote for a later item points nowhere);
-then items at or past the recovered end of the commit log are cut too, and indexing resumes at
-the checkpoint's offset (at most that end). So the index is never ahead of the commit log and
-misses nothing behind it. 4.9 instead deletes, after a crash, every file whose end time is past
-the checkpoint's index timestamp (set only when a file fills) and does not rebuild them. With no
-checkpoint at all (a first start, or files of another broker), or with files sized by other
-`max_hash_slot_num` / `max_index_num` values, the index is rebuilt from the log's first record.
+the checkpoint's file is cut back to the saved count (its slots rebuilt from the items kept,
+so a slot a crash wrote for a later item points nowhere); then items at or past the recovered
+end of the commit log are cut too, and indexing resumes at the checkpoint's offset. So the
+index is never ahead of the commit log and misses nothing behind it. 4.9 instead deletes, after
+a crash, every file whose end time is past the checkpoint's index timestamp (set only when a
+file fills) and does not rebuild them. With no checkpoint (a first start, another broker's
+files) or files of other `max_hash_slot_num` / `max_index_num`, it is rebuilt from the log.
 
 Retention: `delete_below` drops the files whose last item points below the log's first offset
-(never the newest file), as 4.9's `deleteExpiredFile`; a query also reads only records that
-still exist. One lock serializes the worker thread, queries and deletion.
+(never the newest), as 4.9's `deleteExpiredFile`. One lock serializes builds, queries, deletion.
 """
 
 from __future__ import annotations
@@ -47,7 +45,6 @@ from store.message import TRANSACTION_ROLLBACK_TYPE, get_transaction_value
 from store.reader import CommitLogReader, SegmentGoneError
 
 log = structlog.get_logger()
-
 INDEX_DIR: Final = "index"
 CHECKPOINT_FILE: Final = os.path.join("config", "indexCheckpoint")
 #: records indexed per worker-thread call
@@ -295,20 +292,23 @@ class IndexService:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Index what `readable_end()` (the dispatched offset) allows; save every second. An
-        error (a full disk) stops indexing, not the store, with one event per failing spell."""
+        """Index up to `readable_end()` (dispatched), save each second; an error (a full disk)
+        stops indexing, not the store, with one event per failing spell."""
         task_status.started()
         next_save = trio.current_time() + SAVE_INTERVAL_S
         try:
             while True:
-                moved = False
+                moved = worked = False
                 try:
                     if self.indexed_offset < readable_end() or self._release_below:
                         moved = await trio.to_thread.run_sync(self.build_batch, readable_end())
+                        worked = True
                     if trio.current_time() >= next_save:
                         next_save = trio.current_time() + SAVE_INTERVAL_S
                         await trio.to_thread.run_sync(self.save)
-                    self._recovered()
+                        worked = True
+                    if worked:  # a round that tried nothing does not end a failing spell
+                        self._recovered()
                 except _BUILD_ERRORS as exc:
                     self._failed(exc)
                     await trio.sleep(1.0)
