@@ -16,21 +16,10 @@ import click
 import trio
 
 from broker.acl.signing import SessionCredentials
-from broker.client import ConnectionClosedError, SendError, open_producer
+from broker.client import UNREACHABLE, SendError, open_producer
 from broker.config import ConfigError, HostPort
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
-from protocol.errors import RemotingProtocolError
-from protocol.matcher import RequestTimeoutError
-
-#: what a request that could not reach a broker, or got no answer, raises
-_UNREACHABLE = (
-    OSError,
-    ConnectionClosedError,
-    RemotingProtocolError,
-    RequestTimeoutError,
-    trio.TooSlowError,
-)
 
 
 class AdminError(Exception):
@@ -121,7 +110,7 @@ async def _problem(
                 address.host, address.port, timeout_s=timeout_s, credentials=credentials
             ) as client:
                 response = await client.request(request)
-    except _UNREACHABLE as exc:
+    except UNREACHABLE as exc:
         return f"unreachable: {str(exc) or type(exc).__name__}"
     if response.code != ResponseCode.SUCCESS:
         return f"refused: code {response.code}: {response.remark or ''}".rstrip(": ")
@@ -141,7 +130,7 @@ async def _cluster_brokers(
                 namesrv.host, namesrv.port, timeout_s=timeout_s, credentials=credentials
             ) as client:
                 info = await client.get_cluster_info()
-    except _UNREACHABLE as exc:
+    except UNREACHABLE as exc:
         raise AdminError(
             f"name server {namesrv} unreachable: {str(exc) or type(exc).__name__}"
         ) from None

@@ -18,22 +18,12 @@ from typing import NoReturn
 import click
 import trio
 
-from broker.client import ConnectionClosedError, open_producer
+from broker.client import UNREACHABLE, open_producer
 from broker.config import ConfigError, HostPort
 from broker.inspect import query_store, record_json, view_store
 from broker.query_client import QueryError, query_by_key, view_by_offset
-from protocol.errors import RemotingProtocolError
-from protocol.matcher import RequestTimeoutError
 from protocol.msgid import InvalidMessageIdError, decode_offset_msg_id
 from store.decode import CommitLogRecord, RecordFormatError
-
-_UNREACHABLE = (
-    OSError,
-    ConnectionClosedError,
-    RemotingProtocolError,
-    RequestTimeoutError,
-    trio.TooSlowError,
-)
 
 
 def _failed(message: str) -> NoReturn:
@@ -86,7 +76,7 @@ def query(  # noqa: PLR0917 (click passes every option)
         ask = partial(_ask, address, topic, key, offset, max_num, timeout_s)
         try:
             records = trio.run(ask)
-        except _UNREACHABLE as exc:
+        except UNREACHABLE as exc:
             _failed(f"broker {address.host}:{address.port} unreachable: {exc or type(exc)}")
         except QueryError as exc:
             _failed(f"broker refused: {exc}")

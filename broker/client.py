@@ -83,6 +83,16 @@ class ConnectionClosedError(Exception):
     """The connection ended before the answer arrived."""
 
 
+#: what a request raises when it could not reach a broker, or got no answer in time
+UNREACHABLE: Final = (
+    OSError,
+    ConnectionClosedError,
+    RemotingProtocolError,
+    RequestTimeoutError,
+    trio.TooSlowError,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     topic: str
