@@ -18,9 +18,10 @@ import threading
 import time
 from collections.abc import Iterable
 
-from rocketmq.client import Message, Producer, PushConsumer, RecvMessage, SendStatus
+from rocketmq.client import PushConsumer, RecvMessage
 
 from tests.daemon import Daemon
+from tests.integration import cpp_producer
 
 TOPIC = "CppOrderly"
 GROUP = "cpp_orderly_group"
@@ -30,18 +31,9 @@ LOCK_LIVE_MS = "4000"
 
 
 def produce(port: int, indexes: Iterable[int]) -> None:
-    producer = Producer("cpp_orderly_producer", timeout=5000)
-    producer.set_namesrv_addr(f"127.0.0.1:{port}")
-    producer.start()
-    try:
-        for index in indexes:
-            msg = Message(TOPIC)
-            msg.set_keys(f"key-{index}")
-            msg.set_property("seq", str(index))
-            msg.set_body(f"body-{index}".encode())
-            assert producer.send_sync(msg).status == SendStatus.OK
-    finally:
-        producer.shutdown()
+    cpp_producer.produce(
+        port, TOPIC, "cpp_orderly_producer", indexes, lambda index: f"body-{index}".encode()
+    )
 
 
 class Log:

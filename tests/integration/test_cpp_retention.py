@@ -9,12 +9,14 @@ import os
 import pathlib
 import threading
 import time
+from collections.abc import Iterable
 
 import trio
-from rocketmq.client import Message, Producer, PushConsumer, RecvMessage, SendStatus
+from rocketmq.client import PushConsumer, RecvMessage
 
 from broker.pull_client import open_pull_consumer
 from tests.daemon import Daemon, run_cli
+from tests.integration import cpp_producer
 
 TOPIC = "CppRetention"
 GROUP = "cpp_retention_group"
@@ -38,19 +40,14 @@ def age_oldest(store: pathlib.Path, count: int) -> None:
         os.utime(segment, (past, past))
 
 
-def produce(port: int, indexes: range) -> None:
-    producer = Producer("cpp_retention_producer", timeout=5000)
-    producer.set_namesrv_addr(f"127.0.0.1:{port}")
-    producer.start()
-    try:
-        for index in indexes:
-            msg = Message(TOPIC)
-            msg.set_keys(f"key-{index}")
-            msg.set_property("seq", str(index))
-            msg.set_body(f"{index:06d}".encode().ljust(1000, b"."))
-            assert producer.send_sync(msg).status == SendStatus.OK
-    finally:
-        producer.shutdown()
+def produce(port: int, indexes: Iterable[int]) -> None:
+    cpp_producer.produce(
+        port,
+        TOPIC,
+        "cpp_retention_producer",
+        indexes,
+        lambda index: f"{index:06d}".encode().ljust(1000, b"."),
+    )
 
 
 class Received:
