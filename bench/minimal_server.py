@@ -72,12 +72,13 @@ def answer(buffer: bytes | bytearray) -> tuple[bytes, int, str | None]:
 
 async def serve_connection(stream: trio.SocketStream) -> None:
     """Answer every request frame on `stream` until the peer closes it or breaks the framing."""
-    buffer = bytearray()
+    pending = b""  # the start of a frame whose end has not arrived yet
     try:
         while data := await stream.receive_some(RECEIVE_SIZE):
-            buffer += data
-            replies, used, error = answer(buffer)
-            del buffer[:used]
+            if pending:
+                data = pending + data
+            replies, used, error = answer(data)
+            pending = data[used:]
             if replies:
                 await stream.send_all(replies)
             if error is not None:
