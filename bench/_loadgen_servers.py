@@ -1,4 +1,5 @@
-"""The servers under load: our broker and Redis 7 as subprocesses, and their memory footprint.
+"""The servers under load: our broker, Redis 7 and the minimal Trio server (bench/minimal_server.py)
+as subprocesses, and their memory footprint.
 
 Each server gets a free loopback port and a fresh directory on the disk the bench runs from, is
 started for one flush mode, and is stopped (SIGTERM, then SIGKILL after a deadline) when its rows
@@ -27,6 +28,7 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 FlushMode = Literal["SYNC", "ASYNC"]
+Kind = Literal["broker", "redis", "minimal"]
 _MIB: Final = 1024 * 1024
 _READY_TIMEOUT_S: Final = 30.0
 _STOP_TIMEOUT_S: Final = 20.0
@@ -49,7 +51,7 @@ class Server:
     port: int
     process: subprocess.Popen[bytes]
     footprint: Footprint = field(default_factory=Footprint)
-    #: the broker's /metrics port (None for Redis)
+    #: the broker's /metrics port (None for the others)
     metrics_port: int | None = None
 
     def flushes_and_puts(self) -> tuple[float, float] | None:
@@ -106,6 +108,7 @@ def redis_available() -> bool:
 
 #: the console script installed beside the interpreter running the bench
 BROKER_EXECUTABLE: Final = Path(sys.executable).with_name("rmq-broker")
+MINIMAL_SERVER: Final = Path(__file__).resolve().with_name("minimal_server.py")
 
 
 def _broker_command(executable: Path, port: int, store_dir: Path, mode: FlushMode) -> list[str]:
@@ -136,6 +139,11 @@ def _redis_command(port: int, data_dir: Path, mode: FlushMode) -> list[str]:
     ]  # fmt: skip
 
 
+def _minimal_command(port: int) -> list[str]:
+    """The minimal server has no store and no flush: the same command for both modes."""
+    return [sys.executable, str(MINIMAL_SERVER), "--listen", f"127.0.0.1:{port}"]
+
+
 def _wait_ready(server: Server, log: Path) -> None:
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -164,7 +172,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def running(
-    kind: Literal["broker", "redis"],
+    kind: Kind,
     mode: FlushMode,
     root: Path,
     broker_executable: Path = BROKER_EXECUTABLE,
@@ -182,8 +190,10 @@ def running(
         command = _broker_command(broker_executable, port, work / "store", mode)
         metrics_port = free_port()
         env["RMQ_METRICS_LISTEN"] = f"127.0.0.1:{metrics_port}"
-    else:
+    elif kind == "redis":
         command = _redis_command(port, work, mode)
+    else:
+        command = _minimal_command(port)
     log = work / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)

@@ -1,15 +1,17 @@
-"""Send throughput and ack latency of the broker, against Redis 7 XADD on the same load.
+"""Send throughput and ack latency of the broker, against Redis 7 XADD and a minimal Trio server.
 
 A load generator in several processes (plain sockets, requests encoded before the clock starts)
 keeps P connections x W requests in flight: SEND_MESSAGE_V2 with a Java client's JSON header to
-`rmq-broker serve`, and XADD of the same bodies to `redis-server`. Each server runs as a
+`rmq-broker serve` and to bench/minimal_server.py (frames split, canned SUCCESS replies: the
+floor of a Trio server), and XADD of the same bodies to `redis-server`. Each server runs as a
 subprocess on a free loopback port with a fresh directory, once per flush mode:
 
     SYNC rows   broker --flush-disk-type SYNC_FLUSH   Redis --appendonly yes --appendfsync always
     ASYNC rows  broker --flush-disk-type ASYNC_FLUSH  Redis --appendonly yes --appendfsync everysec
 
-Prints msgs/s, MB/s (bodies), p50/p99/p999 ack latency per row and server, our/Redis ratios,
-PASS/MISS per target, the servers' memory (idle and peak under load), and writes a PNG chart.
+Prints msgs/s, MB/s (bodies), p50/p99/p999 ack latency and CPU per message per row and server,
+ours/Redis and ours/minimal ratios, PASS/MISS per target, the servers' memory (idle and peak
+under load), and writes a PNG chart.
 
     .venv/bin/python bench/send.py [--rows SYNC-8x1-1KiB,...] [--duration 3] [--no-redis]
 """
@@ -30,7 +32,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -49,6 +51,7 @@ from bench._loadgen_report import (
 from bench._loadgen_servers import (
     BROKER_EXECUTABLE,
     FlushMode,
+    Kind,
     Server,
     redis_available,
     running,
@@ -64,8 +67,11 @@ _WORKER_SLACK_S: Final = 120.0
 _FORK: Final = multiprocessing.get_context("fork")  # children inherit the imports, nothing else
 
 
-Kind = Literal["broker", "redis"]
-DIALECTS: Final[dict[Kind, Dialect]] = {"broker": "remoting", "redis": "resp"}
+DIALECTS: Final[dict[Kind, Dialect]] = {
+    "broker": "remoting",
+    "redis": "resp",
+    "minimal": "remoting",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +192,8 @@ def run_mode(
     """Start one server of each kind for `mode`, run every row on each in turn, `repeat` times.
 
     The servers alternate row by row, so drift on the shared machine (other jobs, the disk)
-    falls on both; the run with the median msgs/s stands for the row. Prints the rows and each
-    server's footprint.
+    falls on all of them; the run with the median msgs/s stands for the row. Prints the rows
+    and each server's footprint.
     """
     out: dict[Kind, dict[str, Figures]] = {kind: {} for kind in kinds}
     with ExitStack() as stack:
@@ -267,7 +273,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per row and server (median)")
     parser.add_argument("--processes", type=int, default=2, help="generator processes")
     parser.add_argument("--no-redis", action="store_true", help="broker rows only")
-    parser.add_argument("--no-broker", action="store_true", help="Redis rows only")
+    parser.add_argument("--no-broker", action="store_true", help="leave the broker out")
+    parser.add_argument(
+        "--no-minimal", action="store_true", help="leave the minimal Trio server out"
+    )
     parser.add_argument("--chart", type=Path, default=OUT / "send.png")
     parser.add_argument("--broker-executable", type=Path, default=BROKER_EXECUTABLE)
     parser.add_argument(
@@ -287,23 +296,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     with_redis = not args.no_redis and redis_available()
     if not args.no_redis and not with_redis:
         print("redis-server not found (apt-get install -y redis-server): broker rows only")
-    ours: dict[str, Figures] = {}
-    redis: dict[str, Figures] = {}
+    kinds: list[Kind] = [] if args.no_broker else ["broker"]
+    kinds += ["redis"] if with_redis else []
+    kinds += [] if args.no_minimal else ["minimal"]
+    by_kind: dict[Kind, dict[str, Figures]] = {kind: {} for kind in kinds}
     for mode in ("SYNC", "ASYNC"):
         mode_rows = [row for row in rows if row.mode == mode]
-        if not mode_rows:
-            continue
-        kinds: list[Kind] = [] if args.no_broker else ["broker"]
-        if with_redis:
-            kinds.append("redis")
-        figures_by_kind = run_mode(mode, kinds, mode_rows, options)
-        ours |= figures_by_kind.get("broker", {})
-        redis |= figures_by_kind.get("redis", {})
+        if mode_rows and kinds:
+            for kind, figures_of_mode in run_mode(mode, kinds, mode_rows, options).items():
+                by_kind[kind] |= figures_of_mode
+    ours, redis = by_kind.get("broker", {}), by_kind.get("redis", {})
+    minimal = by_kind.get("minimal", {})
     for row in rows:
-        if row.name in ours and row.name in redis:
-            print_ratios(row, ours[row.name], redis[row.name])
+        if row.name in ours:
+            print_ratios(row, ours[row.name], redis.get(row.name), minimal.get(row.name))
     print_targets(ours, redis)
-    chart(rows, ours, redis, args.chart)
+    chart(rows, list(by_kind.items()), args.chart)
     print(f"chart {args.chart} {_load_average()}", flush=True)
     return 0
 
