@@ -88,9 +88,18 @@ class CommitLog:
         #: where the last record appended starts (-1: none yet); a clean stop records it
         self.last_record_offset = -1
 
-    def reset_topic_queue_table(self, table: dict[str, int]) -> None:
-        self.topic_queue_table.clear()
-        self.topic_queue_table.update(table)
+    def recovered(
+        self, table: dict[str, int], last_record: int, queue_ends: dict[str, int]
+    ) -> None:
+        """Go on from recovery's topic-queue table and last record; a queue whose records
+        retention deleted goes on from its consume queue's end (`queue_ends`)."""
+        own = self.topic_queue_table
+        own.clear()
+        own.update(table)
+        for key, end in queue_ends.items():
+            if own.get(key, 0) < end:
+                own[key] = end
+        self.last_record_offset = last_record
 
     async def put(self, batch: EncodedBatch, now_ms: int) -> Appended | PutMessageStatus:
         """Append `batch`, rolling to a new segment when needed. Failures are statuses."""

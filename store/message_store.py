@@ -1,10 +1,9 @@
-"""`DefaultMessageStore`: the store's public face (RocketMQ `DefaultMessageStore` plus the put
-half of `CommitLog`).
+"""`DefaultMessageStore`: the store's lifecycle and public face (RocketMQ `DefaultMessageStore`).
 
-Owns the lifecycle (lock, recovery, abort file, services, orderly shutdown), the checks before
-the writer in RocketMQ's order (message checks in `put_checks`), the wiring of the single writer
-(`store.writer`) to the flush services and the consume side, and the counters the broker
-exports. Every put outcome is a `PutMessageStatus`; nothing here raises for a put.
+Owns the lifecycle (lock, recovery, abort file, services, orderly shutdown), the wiring of the
+single writer (`store.writer`, where a put is checked, encoded and appended) to the flush
+services and the consume side, and what the broker reads and calls. Every put outcome is a
+`PutMessageStatus`; nothing here raises for a put.
 """
 
 from __future__ import annotations
@@ -23,10 +22,9 @@ from store.allocate import AllocateMappedFileService, CreateFile, TransientStore
 from store.checkpoint import FlushOffsetFile, acquire_lock, create_abort_file, release_lock
 from store.cleanup import CleanCommitLogService, CleanConsumeQueueService, clean_files_periodically
 from store.commit_log import CommitLog
-from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
+from store.config import FlushDiskType, MessageStoreConfig
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.consume_service import ConsumeService
-from store.encode import EncodedBatch, encode_batch
 from store.flush import (
     CommitRealTimeService,
     Flusher,
@@ -38,15 +36,13 @@ from store.index.service import open_index
 from store.mapped_file import create_segment_file, make_dirs
 from store.mapped_file_queue import MappedFileQueue
 from store.message import MessageExtBrokerInner, PutMessageResult
-from store.put_checks import check_batch, check_message
 from store.recovery import recover
-from store.status import AppendMessageStatus, PutMessageStatus, RunningFlags
+from store.status import RunningFlags
 from store.store_tasks import (
+    DiskCheck,
     SlowPutHook,
     StoreStats,
-    apply_disk_ratio,
     checkpoint_loop,
-    disk_check_loop,
     run_stoppable,
     shutdown_files,
     verify_tail_loop,
@@ -78,10 +74,8 @@ class DefaultMessageStore:
         self.now_ms = now_ms
         self.running_flags = RunningFlags()
         self.stats = StoreStats(config.slow_put_threshold_ms, on_slow_put)
-        self.shutdown = False
-        #: the used share of the store's disk at the last check
-        self.disk_ratio = 0.0
-        self.mapped_file_queue = MappedFileQueue(
+        self.disk = DiskCheck(config, self.running_flags)
+        self.mapped_file_queue = queue = MappedFileQueue(
             config.store_path_commit_log,
             config.mapped_file_size_commit_log,
             write_buffers=config.transient_store_pool_effective,
@@ -94,9 +88,8 @@ class DefaultMessageStore:
         self.allocator = AllocateMappedFileService(
             config, self.running_flags, create_file, self.pool
         )
-        self.commit_log = CommitLog(self.mapped_file_queue, self.allocator)
+        self.commit_log = CommitLog(queue, self.allocator)
         self.sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        queue = self.mapped_file_queue
         self.group_commit = GroupCommitService(
             queue, flusher, self._on_flushed, self._on_flush_failed
         )
@@ -108,13 +101,17 @@ class DefaultMessageStore:
             if self.pool is not None
             else None
         )
+        #: the flush service that runs (the other one is never started)
+        self.flush: GroupCommitService | FlushRealTimeService = (
+            self.group_commit if self.sync_flush else self.flush_real_time
+        )
         self.flush_offset_file: FlushOffsetFile | None = None
         self.consume: ConsumeService | None = None  # consume queues, set by recovery
         self.clean_commit_log = CleanCommitLogService(
             config,
             queue,
             deletable_end=self._deletable_end,
-            on_disk_ratio=lambda ratio: apply_disk_ratio(self, ratio),
+            on_disk_ratio=self.disk.apply,
             release_below=self._release_segments_below,
             wall_ms=now_ms,
         )
@@ -124,6 +121,7 @@ class DefaultMessageStore:
         self.writer = CommitLogWriter(
             config,
             self.commit_log,
+            self.running_flags,
             now_ms=now_ms,
             sync_flush=self.sync_flush,
             to_group_commit=self.group_commit.put_request,
@@ -157,7 +155,9 @@ class DefaultMessageStore:
             config, flusher=flusher, create_file=create_file, now_ms=now_ms, on_slow_put=on_slow_put
         )
         try:
-            await _recover_until_cancelled(store)
+            # In a worker thread; a cancel (a signal at startup) stops its read-only scan
+            # instead of waiting for the whole log, and then raises Cancelled.
+            await run_stoppable(store._load_and_recover, stopped_event="recovery_stopped")
             async with trio.open_nursery() as nursery:
                 await store._start(nursery)
                 try:
@@ -167,10 +167,15 @@ class DefaultMessageStore:
                         await store._shutdown()
                     nursery.cancel_scope.cancel()
         finally:
-            if store.consume is not None:
-                store.consume.close()
-            shutdown_files(store)
-            release_lock(lock_fd)
+            try:
+                if store.consume is not None:
+                    store.consume.close()
+                queue, writeable = store.mapped_file_queue, store.running_flags.is_writeable()
+                shutdown_files(root, queue, store.commit_log, store.flush_offset_file, writeable)
+            finally:
+                store.allocator.close()
+                store.clean_commit_log.close()
+                release_lock(lock_fd)
 
     def _load_and_recover(self, stop: threading.Event | None = None) -> None:
         queue = self.mapped_file_queue
@@ -182,8 +187,6 @@ class DefaultMessageStore:
             for mapped_file in queue.mapped_files:
                 if mapped_file.file_from_offset >= result.scanned_from:
                     mapped_file.sync()
-        self.commit_log.reset_topic_queue_table(result.topic_queue_table)
-        self.commit_log.last_record_offset = result.last_record
         self.flush_offset_file = FlushOffsetFile(self.config.store_path_root_dir)
         self._on_flushed()
         self.flush_offset_file.sync()
@@ -195,11 +198,8 @@ class DefaultMessageStore:
             max_open_files=self.config.max_open_consume_queue_files,
             index=open_index(self.config, queue.min_offset, queue.max_offset, result.abnormal),
         )
-        table = self.commit_log.topic_queue_table
-        for key, end in self.consume.table.topic_queue_table().items():
-            # A queue whose records retention deleted still goes on from its consume queue's end.
-            if table.get(key, 0) < end:
-                table[key] = end
+        queue_ends = self.consume.table.topic_queue_table()
+        self.commit_log.recovered(result.topic_queue_table, result.last_record, queue_ends)
         self.writer.on_appended = self.consume.note_appended
         self.clean_consume_queue = CleanConsumeQueueService(
             self.config, self.consume.table, lambda: queue.min_offset, self.consume.index
@@ -208,41 +208,30 @@ class DefaultMessageStore:
 
     async def _start(self, nursery: trio.Nursery) -> None:
         await nursery.start(self.allocator.run)
-        writer = self.writer
-        nursery.start_soon(writer.run)
-        nursery.start_soon(
-            writer.queue.sweep_stale, self.config.os_page_cache_busy_timeout_ms / 1000
-        )
-        nursery.start_soon(writer.deliver_outcomes)
-        if self.sync_flush:
-            await nursery.start(self.group_commit.run)
-        else:
-            await nursery.start(self.flush_real_time.run)
+        self.writer.start(nursery)
+        await nursery.start(self.flush.run)
         if self.commit_real_time is not None:
             await nursery.start(self.commit_real_time.run)
-        nursery.start_soon(disk_check_loop, self)
-        nursery.start_soon(checkpoint_loop, self)
+        nursery.start_soon(self.disk.run)
+        config, queue, flush = self.config, self.mapped_file_queue, self.flush
+        nursery.start_soon(checkpoint_loop, config, queue, self.commit_log, lambda: flush.failed)
         nursery.start_soon(
             clean_files_periodically, self.clean_commit_log, self.clean_consume_queue
         )
         if self._verify_tail is not None:
-            nursery.start_soon(verify_tail_loop, self, *self._verify_tail)
+            nursery.start_soon(verify_tail_loop, config, queue, *self._verify_tail)
         if self.consume is not None:
             await nursery.start(self.consume.run)
 
     async def _shutdown(self) -> None:
-        self.shutdown = True
-        self.writer.queue.close()
+        self.writer.queue.close()  # puts are refused from now on
         await self.writer.done.wait()
         if self.commit_real_time is not None:
             await self.commit_real_time.shutdown()
-        if self.sync_flush:
-            await self.group_commit.shutdown()
-        else:
-            await self.flush_real_time.shutdown()
+        await self.flush.shutdown()
         self.writer.deliver_pending_outcomes()
 
-    # --- what the broker and metrics read ---------------------------------------------------
+    # --- what the broker reads and calls ----------------------------------------------------
 
     @property
     def max_offset(self) -> int:
@@ -274,70 +263,43 @@ class DefaultMessageStore:
         return {reason.value: n for reason, n in self.clean_commit_log.deleted.items()}
 
     @property
+    def disk_ratio(self) -> float:
+        """The used share of the store's disk at the last check."""
+        return self.disk.ratio
+
+    @property
     def writer_queue_depth(self) -> int:
         return len(self.writer.queue)
 
     @property
     def flush_count(self) -> int:
-        return self.group_commit.flush_count + self.flush_real_time.flush_count
+        return self.flush.flush_count
 
     def is_os_page_cache_busy(self) -> bool:
         """The writer has been inside one group longer than `os_page_cache_busy_timeout_ms`."""
-        since = self.writer.queue.busy_since
-        if since is None:
-            return False
-        return (trio.current_time() - since) * 1000 > self.config.os_page_cache_busy_timeout_ms
-
-    # --- the put path ----------------------------------------------------------------------
-
-    def _check_store_status(self) -> PutMessageStatus | None:
-        if self.shutdown or self.config.broker_role is BrokerRole.SLAVE:
-            return PutMessageStatus.SERVICE_NOT_AVAILABLE
-        if not self.running_flags.is_writeable():
-            return PutMessageStatus.SERVICE_NOT_AVAILABLE
-        if self.is_os_page_cache_busy():
-            return PutMessageStatus.OS_PAGE_CACHE_BUSY
-        return None
+        return self.writer.is_os_page_cache_busy()
 
     async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         """Store one record; the status says whether (and how durably) it was stored."""
-        return await self._put([msg], batch=False)
+        return await self.writer.put([msg], batch=False)
 
     async def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
         """Store a batch of one topic and queue as consecutive records with consecutive queue
         offsets, never spanning two segments. WAIT comes from the first message."""
-        return await self._put(msgs, batch=True)
-
-    async def _put(self, msgs: list[MessageExtBrokerInner], *, batch: bool) -> PutMessageResult:
-        started = trio.current_time()
-        prepared = self._prepare(msgs, started, batch)
-        if isinstance(prepared, PutMessageResult):
-            return prepared
-        return await self.writer.submit_and_wait(prepared, msgs[0].wait_store_msg_ok, started)
+        return await self.writer.put(msgs, batch=True)
 
     def submit_messages(self, msgs: list[MessageExtBrokerInner], on_result: ResultCallback) -> None:
         """`put_messages` (one message: `put_message`) without a task waiting: `on_result`
         gets the outcome later, from the store's callback task, or before this returns when
         the put is refused at once. Must be called from the store's trio thread."""
-        started = trio.current_time()
-        prepared = self._prepare(msgs, started, batch=len(msgs) != 1)
-        if isinstance(prepared, PutMessageResult):
-            on_result(prepared)
-            return
-        self.writer.submit_with_callback(prepared, msgs[0].wait_store_msg_ok, started, on_result)
+        self.writer.submit_messages(msgs, on_result)
 
-    def _prepare(
-        self, msgs: list[MessageExtBrokerInner], started: float, batch: bool
-    ) -> EncodedBatch | AppendMessageStatus | PutMessageResult:
-        """The checks before the writer, in RocketMQ's order (a batch's own rules when
-        `batch`), then the encoding; a refusal is a finished result."""
-        if batch:
-            problem = self._check_store_status() or check_batch(msgs, self.config.max_message_size)
-        else:
-            problem = self._check_store_status() or check_message(msgs[0])
-        if problem is not None:
-            return self.stats.finish(PutMessageResult(problem), 0, started)
-        return encode_batch(msgs, self.now_ms(), self.config.max_message_size)
+    def execute_delete_files_manually(self) -> None:
+        """TRIGGER_DELETE_FILES: a cleanup round now, and expired segments go at any hour in
+        the rounds that follow."""
+        self.clean_commit_log.execute_delete_files_manually()
+
+    # --- what one part tells another ----------------------------------------------------------
 
     def _after_appends(self) -> None:
         """The writer appended a group: wake whoever moves it on (flush, commit, dispatch)."""
@@ -349,11 +311,6 @@ class DefaultMessageStore:
             self.flush_real_time.wakeup()
             if self.consume is not None:
                 self.consume.wakeup()  # ASYNC_FLUSH: consumers need not wait for the flush
-
-    def execute_delete_files_manually(self) -> None:
-        """TRIGGER_DELETE_FILES: a cleanup round now, and expired segments go at any hour in
-        the rounds that follow."""
-        self.clean_commit_log.execute_delete_files_manually()
 
     def _deletable_end(self) -> int:
         """Retention deletes nothing at or past this offset: it must be flushed, committed (in
@@ -372,8 +329,6 @@ class DefaultMessageStore:
         queue = self.mapped_file_queue
         return queue.flushed_where if self.sync_flush else queue.max_offset
 
-    # --- flush outcomes --------------------------------------------------------------------
-
     def _on_flushed(self) -> None:
         if self.flush_offset_file is not None:
             queue = self.mapped_file_queue
@@ -391,9 +346,3 @@ class DefaultMessageStore:
                 flushed_offset=self.mapped_file_queue.flushed_where,
                 written_offset=self.mapped_file_queue.max_wrote_offset,
             )
-
-
-async def _recover_until_cancelled(store: DefaultMessageStore) -> None:
-    """Run the load and recovery in a worker thread; a cancel (a signal at startup) stops its
-    read-only scan instead of waiting for the whole log, and then raises Cancelled."""
-    await run_stoppable(store._load_and_recover, stopped_event="recovery_stopped")

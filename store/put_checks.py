@@ -1,18 +1,30 @@
-"""The message checks a put passes before it is encoded: RocketMQ's size limits, plus NUL.
+"""The checks a put passes before it is encoded, in RocketMQ's order: the store's state, then the
+message's own (RocketMQ's size limits, plus NUL).
 
-Each returns the refusal as a `PutMessageStatus`, or None when the message may be stored.
+Each returns the refusal as a `PutMessageStatus`, or None when the put may go on.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from store.config import BrokerRole, MessageStoreConfig
 from store.encode import topic_field
 from store.layout import MAX_TOPIC_BYTES
 from store.message import MessageExtBrokerInner, get_transaction_value
-from store.status import PutMessageStatus
+from store.status import PutMessageStatus, RunningFlags
 
 MAX_PROPERTIES_CHARS: Final = 32767
+
+
+def check_store(
+    config: MessageStoreConfig, flags: RunningFlags, closed: bool, busy: bool
+) -> PutMessageStatus | None:
+    """The store takes no put while closing, as a slave, while not writeable, or while its
+    writer is stuck on the page cache (`busy`)."""
+    if closed or config.broker_role is BrokerRole.SLAVE or not flags.is_writeable():
+        return PutMessageStatus.SERVICE_NOT_AVAILABLE
+    return PutMessageStatus.OS_PAGE_CACHE_BUSY if busy else None
 
 
 def check_message(msg: MessageExtBrokerInner) -> PutMessageStatus | None:

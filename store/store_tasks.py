@@ -1,9 +1,10 @@
 """The store's housekeeping: put counters, the periodic checkpoint and topic-queue table snapshot,
-the disk-space check (the DISK_FULL flag; deleting old data is `store.cleanup`'s), and the final
-bookkeeping when the store closes.
+the disk-space check (the DISK_FULL flag; deleting old data is `store.cleanup`'s), the final
+metadata when the store closes, and the background check of a clean stop's tail.
 
 Owns when the metadata files are written (only for data already flushed: the checkpoint never
-claims more than the disk holds) and when DISK_FULL is raised or cleared.
+claims more than the disk holds) and when DISK_FULL is raised or cleared. Each task is handed the
+parts of the store it reads (the segments, the commit log, the flags), never the store itself.
 """
 
 from __future__ import annotations
@@ -12,22 +13,27 @@ import math
 import threading
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import Final, TypeVar
 
 import outcome
 import structlog
 import trio
 
 from store import status
-from store.checkpoint import StoreCheckpoint, TopicQueueTableSnapshot, remove_abort_file
+from store.checkpoint import (
+    FlushOffsetFile,
+    StoreCheckpoint,
+    TopicQueueTableSnapshot,
+    remove_abort_file,
+)
 from store.cleanup import store_disk_ratio
+from store.commit_log import CommitLog
+from store.config import MessageStoreConfig
 from store.errors import RecoveryStoppedError
+from store.mapped_file_queue import MappedFileQueue
 from store.message import PutMessageResult
 from store.recovery import verify_tail
-from store.status import PutMessageStatus
-
-if TYPE_CHECKING:
-    from store.message_store import DefaultMessageStore
+from store.status import PutMessageStatus, RunningFlags
 
 log = structlog.get_logger()
 
@@ -74,42 +80,53 @@ class StoreStats:
         return result
 
 
-async def disk_check_loop(store: DefaultMessageStore) -> None:
-    """Every `disk_check_interval_ms`: DISK_FULL above the warning ratio, cleared below it."""
-    config = store.config
-    while True:
-        ratio = await trio.to_thread.run_sync(store_disk_ratio, config)
-        apply_disk_ratio(store, ratio)
-        await trio.sleep(config.disk_check_interval_ms / 1000)
+class DiskCheck:
+    """The DISK_FULL flag, from the used share of the store's disk (`ratio`, the last seen)."""
+
+    def __init__(self, config: MessageStoreConfig, running_flags: RunningFlags) -> None:
+        self.config = config
+        self.running_flags = running_flags
+        self.ratio = 0.0
+
+    async def run(self) -> None:
+        """Every `disk_check_interval_ms`: DISK_FULL above the warning ratio, cleared below it."""
+        config = self.config
+        while True:
+            self.apply(await trio.to_thread.run_sync(store_disk_ratio, config))
+            await trio.sleep(config.disk_check_interval_ms / 1000)
+
+    def apply(self, ratio: float) -> None:
+        """Set DISK_FULL above the warning ratio; clear it only once the ratio is back at or
+        under both ratios (RocketMQ's clean-forcibly ratio, where forced cleanup stops), so one
+        full spell logs one event."""
+        config = self.config
+        self.ratio = ratio
+        if ratio > config.disk_space_warning_level_ratio:
+            if self.running_flags.set(status.DISK_FULL):
+                log.error("disk_full", ratio=ratio, limit=config.disk_space_warning_level_ratio)
+            return
+        low = min(config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio)
+        if ratio <= low and self.running_flags.clear(status.DISK_FULL):
+            log.warning("disk_space_recovered", ratio=ratio)
 
 
-def apply_disk_ratio(store: DefaultMessageStore, ratio: float) -> None:
-    """Set DISK_FULL above the warning ratio; clear it only once the ratio is back at or under
-    both ratios (RocketMQ's clean-forcibly ratio, where forced cleanup stops), so one full spell
-    logs one event."""
-    config = store.config
-    store.disk_ratio = ratio
-    if ratio > config.disk_space_warning_level_ratio:
-        if store.running_flags.set(status.DISK_FULL):
-            log.error("disk_full", ratio=ratio, limit=config.disk_space_warning_level_ratio)
-        return
-    low = min(config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio)
-    if ratio <= low and store.running_flags.clear(status.DISK_FULL):
-        log.warning("disk_space_recovered", ratio=ratio)
-
-
-async def checkpoint_loop(store: DefaultMessageStore) -> None:
+async def checkpoint_loop(
+    config: MessageStoreConfig,
+    queue: MappedFileQueue,
+    commit_log: CommitLog,
+    flush_failed: Callable[[], bool],
+) -> None:
     """Write the checkpoint when the flushed offset moved, and the topic-queue table snapshot once
-    the flushed offset passed the written offset it was taken at."""
-    queue = store.mapped_file_queue
-    root = store.config.store_path_root_dir
+    the flushed offset passed the written offset it was taken at; nothing while a flush service
+    has failed."""
+    root = config.store_path_root_dir
     written_checkpoint = -1
     pending: TopicQueueTableSnapshot | None = None
     failing = False
     while True:
-        await trio.sleep(store.config.checkpoint_interval_ms / 1000)
+        await trio.sleep(config.checkpoint_interval_ms / 1000)
         flushed = queue.flushed_where
-        if store.flush_real_time.failed or store.group_commit.failed:
+        if flush_failed():
             continue
         try:
             if flushed != written_checkpoint:
@@ -132,18 +149,24 @@ async def checkpoint_loop(store: DefaultMessageStore) -> None:
         if pending is None:
             pending = TopicQueueTableSnapshot(
                 queue.max_wrote_offset,
-                dict(store.topic_queue_table),
-                store.commit_log.last_record_offset,
+                dict(commit_log.topic_queue_table),
+                commit_log.last_record_offset,
             )
 
 
-def shutdown_files(store: DefaultMessageStore) -> None:
-    """After the services stopped: final metadata if everything is flushed, then close files."""
-    queue = store.mapped_file_queue
-    root = store.config.store_path_root_dir
+def shutdown_files(
+    root: str,
+    queue: MappedFileQueue,
+    commit_log: CommitLog,
+    flush_offset_file: FlushOffsetFile | None,
+    writeable: bool,
+) -> None:
+    """After the services stopped: the last checkpoint and topic-queue table snapshot, and no
+    abort file, when everything written is flushed (and the store still `writeable`); then the
+    segments and the flush-offset file are closed."""
     clean = (
-        store.flush_offset_file is not None
-        and store.running_flags.is_writeable()
+        flush_offset_file is not None
+        and writeable
         and queue.flushed_where >= queue.max_wrote_offset
     )
     try:
@@ -152,8 +175,8 @@ def shutdown_files(store: DefaultMessageStore) -> None:
                 StoreCheckpoint(queue.store_timestamp, queue.flushed_where).write(root)
                 snapshot = TopicQueueTableSnapshot(
                     queue.flushed_where,
-                    dict(store.topic_queue_table),
-                    store.commit_log.last_record_offset,
+                    dict(commit_log.topic_queue_table),
+                    commit_log.last_record_offset,
                 )
                 snapshot.write(root)
             except OSError as exc:
@@ -161,21 +184,19 @@ def shutdown_files(store: DefaultMessageStore) -> None:
                 # from the commit log itself instead of trusting metadata that was not written.
                 log.error("store_close_metadata_failed", error=str(exc))
                 clean = False
-        if store.flush_offset_file is not None:
-            store.flush_offset_file.sync()
+        if flush_offset_file is not None:
+            flush_offset_file.sync()
         if clean:
             remove_abort_file(root)
             log.info("store_closed", offset=queue.flushed_where, segments=len(queue.mapped_files))
-        elif store.flush_offset_file is not None:
+        elif flush_offset_file is not None:
             log.warning(
                 "store_closed_dirty", flushed=queue.flushed_where, written=queue.max_wrote_offset
             )
     finally:
-        store.allocator.close()
-        store.clean_commit_log.close()
         queue.close()
-        if store.flush_offset_file is not None:
-            store.flush_offset_file.close()
+        if flush_offset_file is not None:
+            flush_offset_file.close()
 
 
 async def run_stoppable(
@@ -207,13 +228,13 @@ async def run_stoppable(
     return done[0].unwrap()
 
 
-async def verify_tail_loop(store: DefaultMessageStore, verify_from: int, end: int) -> None:
+async def verify_tail_loop(
+    config: MessageStoreConfig, queue: MappedFileQueue, verify_from: int, end: int
+) -> None:
     """After a clean stop recovery scanned nothing; check the last segments' records up to
     `end` now, in the background, and report a bad one (bit rot after the stop) as an error
     event. Nothing is cut: the broker is already serving what is there."""
-    files = [
-        f for f in store.mapped_file_queue.mapped_files if verify_from <= f.file_from_offset < end
-    ]
+    files = [f for f in queue.mapped_files if verify_from <= f.file_from_offset < end]
     held = [f for f in files if f.hold()]
     try:
         if len(held) < len(files) or not files:
@@ -221,7 +242,7 @@ async def verify_tail_loop(store: DefaultMessageStore, verify_from: int, end: in
         started = trio.current_time()
         try:
             found = await run_stoppable(
-                lambda stop: verify_tail(files, end, store.config, stop, VERIFY_PAUSE_S)
+                lambda stop: verify_tail(files, end, config, stop, VERIFY_PAUSE_S)
             )
         except RecoveryStoppedError:
             return

@@ -1,15 +1,16 @@
-"""The store's single writer (RocketMQ: what `CommitLog.asyncPutMessage` does under the put lock,
-with `DefaultAppendMessageCallback`): the puts waiting for it, the one task that appends them,
-and the delivery of their outcomes.
+"""The store's single writer (RocketMQ: the checks of `DefaultMessageStore.asyncPutMessage`, then
+what `CommitLog.asyncPutMessage` does under the put lock, with `DefaultAppendMessageCallback`):
+the puts waiting for it, the one task that appends them, and the delivery of their outcomes.
 
 Owns `PutRequest` (one put on its way writer -> group commit -> caller), `WriterQueue` (the puts
 waiting, the group being appended, the busy answer for puts stuck behind a slow writer) and
-`CommitLogWriter`: the only task that appends to the commit log's segments. It takes everything
-queued as one group (up to `max_group_size`), appends it through `CommitLog.put`, tells the
-consume side what it appended, answers ASYNC puts at once and hands SYNC ones to the group
-commit, then wakes the flush services once per group. Puts submitted with a callback get their
-outcome from a separate task, so the writer and the flush service go straight back to work.
-Knows nothing of sockets or request codes; every outcome is a `PutMessageStatus`.
+`CommitLogWriter`: a put's way in (its checks in `put_checks`, its encoding, the queue) and the
+only task that appends to the commit log's segments. It takes everything queued as one group (up
+to `max_group_size`), appends it through `CommitLog.put`, tells the consume side what it
+appended, answers ASYNC puts at once and hands SYNC ones to the group commit, then wakes the
+flush services once per group. Puts submitted with a callback get their outcome from a separate
+task, so the writer and the flush service go straight back to work. Knows nothing of sockets or
+request codes; every outcome is a `PutMessageStatus`, never an exception.
 
 `WriterQueue` uses a deque and one parked task instead of a memory channel, so a put costs an
 append and at most one reschedule. `group[next:]` are puts the writer has taken but not started
@@ -31,21 +32,25 @@ import trio
 
 from store.commit_log import Appended, CommitLog
 from store.config import MessageStoreConfig
-from store.encode import EncodedBatch
-from store.message import AppendMessageResult, PutMessageResult, offset_msg_id
+from store.encode import EncodedBatch, encode_batch
+from store.message import (
+    AppendMessageResult,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    offset_msg_id,
+)
 from store.parking import ParkingSpot
-from store.status import AppendMessageStatus, PutMessageStatus
+from store.put_checks import check_batch, check_message, check_store
+from store.status import AppendMessageStatus, PutMessageStatus, RunningFlags
 
 log = structlog.get_logger()
 
 #: receives a submitted put's outcome, in the store's task; it must not block or raise
 ResultCallback = Callable[[PutMessageResult], None]
-#: records a finished put (counters, slow puts) and returns it: the store's `_finish`
+#: records a finished put (counters, slow puts) and returns it: `StoreStats.finish`
 Finish = Callable[[PutMessageResult, int, float], PutMessageResult]
 #: the writer appended a batch: (batch, where it starts, its first queue offset)
 AppendedHook = Callable[[EncodedBatch, int, int], None]
-
-
 #: a put's completion hook: (the request, its status); it must not raise
 PutCallback = Callable[["PutRequest", PutMessageStatus], None]
 
@@ -197,12 +202,14 @@ class WriterQueue:
 
 
 class CommitLogWriter:
-    """The writer task (`run`), the outcome task (`deliver_outcomes`) and `submit`."""
+    """The put's way in (`put`, `submit_messages`), the writer task (`run`) and the outcome
+    task (`deliver_outcomes`)."""
 
     def __init__(
         self,
         config: MessageStoreConfig,
         commit_log: CommitLog,
+        running_flags: RunningFlags,
         *,
         now_ms: Callable[[], int],
         sync_flush: bool,
@@ -212,6 +219,7 @@ class CommitLogWriter:
     ) -> None:
         self.config = config
         self.commit_log = commit_log
+        self.running_flags = running_flags
         self.now_ms = now_ms
         self.sync_flush = sync_flush
         self.to_group_commit = to_group_commit
@@ -226,50 +234,21 @@ class CommitLogWriter:
         self._outcomes: list[tuple[ResultCallback, PutRequest, PutMessageStatus, float]] = []
         self._deliverer_spot = ParkingSpot()
 
-    # --- submitting -------------------------------------------------------------------------
+    # --- the way in -------------------------------------------------------------------------
 
-    def submit(
-        self,
-        batch: EncodedBatch | AppendMessageStatus,
-        wait: bool,
-        started: float,
-        callback: PutCallback | None = None,
-    ) -> PutRequest | PutMessageResult:
-        """Queue an encoded put for the writer; a refusal is returned as a finished result."""
-        if isinstance(batch, AppendMessageStatus):
-            problem = (
-                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-                if batch is AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
-                else PutMessageStatus.MESSAGE_ILLEGAL
-            )
-            return self.finish(PutMessageResult(problem), 0, started)
-        queue = self.queue
-        if queue.closed:
-            return self.finish(PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE), 0, started)
-        if len(queue) >= self.config.put_queue_capacity:
-            return self.finish(PutMessageResult(PutMessageStatus.WRITER_QUEUE_FULL), 0, started)
-        request = PutRequest(batch, self.sync_flush and wait, callback, started)
-        queue.put(request)
-        return request
-
-    async def submit_and_wait(
-        self, batch: EncodedBatch | AppendMessageStatus, wait: bool, started: float
-    ) -> PutMessageResult:
-        request = self.submit(batch, wait, started)
+    async def put(self, msgs: list[MessageExtBrokerInner], *, batch: bool) -> PutMessageResult:
+        """Store `msgs` (one message, or a batch when `batch`) and wait for the outcome."""
+        started = trio.current_time()
+        request = self.submit(msgs, batch, started)
         if isinstance(request, PutMessageResult):
             return request
         put_status = await request.wait()
         return self.result(request, put_status, started)
 
-    def submit_with_callback(
-        self,
-        batch: EncodedBatch | AppendMessageStatus,
-        wait: bool,
-        started: float,
-        on_result: ResultCallback,
-    ) -> None:
-        """`submit` whose outcome goes to `on_result` from the outcome task (or before this
-        returns when the put is refused at once)."""
+    def submit_messages(self, msgs: list[MessageExtBrokerInner], on_result: ResultCallback) -> None:
+        """`put` without a task waiting (a batch unless one message): `on_result` gets the
+        outcome from the outcome task, or before this returns when the put is refused at once."""
+        started = trio.current_time()
 
         def delivered(request: PutRequest, put_status: PutMessageStatus) -> None:
             # Deferred to the outcome task: the writer and the flush service go straight
@@ -277,9 +256,45 @@ class CommitLogWriter:
             self._outcomes.append((on_result, request, put_status, started))
             self._deliverer_spot.wake()
 
-        request = self.submit(batch, wait, started, delivered)
+        request = self.submit(msgs, len(msgs) != 1, started, delivered)
         if isinstance(request, PutMessageResult):
             on_result(request)
+
+    def submit(
+        self,
+        msgs: list[MessageExtBrokerInner],
+        batch: bool,
+        started: float,
+        callback: PutCallback | None = None,
+    ) -> PutRequest | PutMessageResult:
+        """The checks before the writer in RocketMQ's order (a batch's own rules when `batch`),
+        the encoding, then the queue; a refusal is returned as a finished result."""
+        config = self.config
+        queue = self.queue
+        problem = check_store(
+            config, self.running_flags, queue.closed, self.is_os_page_cache_busy()
+        ) or (check_batch(msgs, config.max_message_size) if batch else check_message(msgs[0]))
+        if problem is None:
+            encoded = encode_batch(msgs, self.now_ms(), config.max_message_size)
+            if encoded is AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED:
+                problem = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+            elif isinstance(encoded, AppendMessageStatus):
+                problem = PutMessageStatus.MESSAGE_ILLEGAL
+            elif len(queue) >= config.put_queue_capacity:
+                problem = PutMessageStatus.WRITER_QUEUE_FULL
+            else:
+                wait = self.sync_flush and msgs[0].wait_store_msg_ok
+                request = PutRequest(encoded, wait, callback, started)
+                queue.put(request)
+                return request
+        return self.finish(PutMessageResult(problem), 0, started)
+
+    def is_os_page_cache_busy(self) -> bool:
+        """The writer has been inside one group longer than `os_page_cache_busy_timeout_ms`."""
+        since = self.queue.busy_since
+        if since is None:
+            return False
+        return (trio.current_time() - since) * 1000 > self.config.os_page_cache_busy_timeout_ms
 
     def result(
         self, request: PutRequest, put_status: PutMessageStatus, started: float
@@ -305,6 +320,12 @@ class CommitLogWriter:
         return self.finish(PutMessageResult(put_status, append_result), len(batch.data), started)
 
     # --- the writer --------------------------------------------------------------------------
+
+    def start(self, nursery: trio.Nursery) -> None:
+        """The writer, the answer for puts stuck behind it, and the outcome delivery."""
+        nursery.start_soon(self.run)
+        nursery.start_soon(self.queue.sweep_stale, self.config.os_page_cache_busy_timeout_ms / 1000)
+        nursery.start_soon(self.deliver_outcomes)
 
     async def run(self) -> None:
         """The single writer: take everything queued, append it as one group, answer or hand on."""
@@ -352,7 +373,7 @@ class CommitLogWriter:
     # --- outcomes of submitted puts -----------------------------------------------------------
 
     async def deliver_outcomes(self) -> None:
-        """Run the callbacks of `submit_with_callback` puts, a batch per wake-up."""
+        """Run the callbacks of `submit_messages` puts, a batch per wake-up."""
         while True:
             if not self._outcomes:
                 await self._deliverer_spot.park()

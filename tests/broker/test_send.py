@@ -315,12 +315,12 @@ async def test_a_shut_down_store_answers_service_not_available(
     producer: Producer, broker: RunningBroker
 ) -> None:
     store = broker.server.broker.store
-    store.shutdown = True  # type: ignore[attr-defined]
+    store.writer.queue.closed = True  # type: ignore[attr-defined]
     with pytest.raises(SendError) as info:
         await producer.send(Message("TopicA", b"x"))
     assert info.value.code == ResponseCode.SERVICE_NOT_AVAILABLE
     assert info.value.remark is not None and "[CL: " in info.value.remark
-    store.shutdown = False  # type: ignore[attr-defined]
+    store.writer.queue.closed = False  # type: ignore[attr-defined]
 
 
 async def test_flood_past_the_writer_queue_gets_system_busy(tmp_path: pathlib.Path) -> None:

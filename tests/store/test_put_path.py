@@ -14,7 +14,6 @@ from store.mapped_file import create_segment_file
 from store.message import TRANSACTION_PREPARED_TYPE
 from store.message_store import DefaultMessageStore
 from store.status import PutMessageStatus
-from store.store_tasks import apply_disk_ratio
 from tests.store.conftest import DEADLINE_S, StuckCreate, make_msg, wait_until
 
 
@@ -36,11 +35,11 @@ async def test_slave_refuses(config: MessageStoreConfig) -> None:
 
 async def test_disk_full_refuses_and_clears(config: MessageStoreConfig) -> None:
     async with DefaultMessageStore.open(config) as store:
-        apply_disk_ratio(store, 0.95)
+        store.disk.apply(0.95)
         assert (
             await store.put_message(make_msg())
         ).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
-        apply_disk_ratio(store, 0.50)
+        store.disk.apply(0.50)
         assert (await store.put_message(make_msg())).status is PutMessageStatus.PUT_OK
 
 
@@ -50,9 +49,9 @@ async def test_disk_full_clears_only_under_the_clean_forcibly_ratio(
     async with DefaultMessageStore.open(config) as store:
         with capture_logs() as logs:
             for ratio in (0.95, 0.88, 0.93, 0.86, 0.91):  # hovering around the warning level
-                apply_disk_ratio(store, ratio)
+                store.disk.apply(ratio)
                 assert store.running_flags.is_set(status.DISK_FULL), ratio
-            apply_disk_ratio(store, 0.84)
+            store.disk.apply(0.84)
             assert not store.running_flags.is_set(status.DISK_FULL)
         assert [e["event"] for e in logs] == ["disk_full", "disk_space_recovered"]
 
