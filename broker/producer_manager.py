@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 import structlog
 import trio
 
+from protocol.codes import LanguageCode
 from protocol.command import RemotingCommand
 
 if TYPE_CHECKING:
@@ -37,6 +38,9 @@ class Channel:
     remote: tuple[str, int]
     push: Callable[[RemotingCommand], bool]
     last_seen: float
+    client_id: str = ""
+    language: int = LanguageCode.JAVA
+    version: int = 0
 
 
 class ProducerManager:
@@ -46,8 +50,12 @@ class ProducerManager:
         self._by_conn: dict[int, set[str]] = {}
         self._rng = random.Random()
 
-    async def on_heartbeat(self, heartbeat: HeartbeatData, ctx: RequestContext) -> None:
+    async def on_heartbeat(
+        self, heartbeat: HeartbeatData, ctx: RequestContext, request: RemotingCommand | None = None
+    ) -> None:
         now = self._clock()
+        language = request.language if request is not None else LanguageCode.JAVA
+        version = request.version if request is not None else 0
         mine = self._by_conn.setdefault(ctx.conn_id, set())
         for producer in heartbeat.producer_data_set:
             group = producer.group_name
@@ -58,7 +66,9 @@ class ProducerManager:
             channels = self._groups.setdefault(group, {})
             if ctx.conn_id not in channels:
                 log.info("producer_registered", group=group, remote=ctx.remote_text)
-            channels[ctx.conn_id] = Channel(ctx.conn_id, ctx.remote, ctx.push, now)
+            channels[ctx.conn_id] = Channel(
+                ctx.conn_id, ctx.remote, ctx.push, now, heartbeat.client_id, language, version
+            )
         if not mine:
             del self._by_conn[ctx.conn_id]
 
@@ -88,6 +98,11 @@ class ProducerManager:
             if channel.push(command):
                 return channel
         return None
+
+    def channels(self, group: str) -> list[Channel]:
+        """The live connections of producer group `group` (expired ones left out)."""
+        cutoff = self._clock() - CHANNEL_EXPIRED_S
+        return [ch for ch in self._groups.get(group, {}).values() if ch.last_seen >= cutoff]
 
     def group_count(self) -> int:
         return len(self._groups)
