@@ -20,9 +20,7 @@ import structlog
 import trio
 
 from broker.acl.validator import shared_validator
-from broker.admin import connections as admin_connections
-from broker.admin import groups as admin_groups
-from broker.admin.reset_offset import ResetOffsetProcessor
+from broker.admin.group_table import group_processors
 from broker.config import BrokerConfig, ConfigError, HostPort
 from broker.connection import Connection, Dispatcher, peer_address
 from broker.consumer_offsets import ConsumerOffsetManager
@@ -105,30 +103,7 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageByIdProcessor(),
         }
     )
-    table.update(
-        {
-            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: (
-                admin_groups.UpdateSubscriptionGroupProcessor()
-            ),
-            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: (
-                admin_groups.GetAllSubscriptionGroupProcessor()
-            ),
-            RequestCode.DELETE_SUBSCRIPTIONGROUP: admin_groups.DeleteSubscriptionGroupProcessor(),
-            RequestCode.GET_CONSUME_STATS: admin_groups.GetConsumeStatsProcessor(),
-            RequestCode.GET_ALL_CONSUMER_OFFSET: admin_groups.GetAllConsumerOffsetProcessor(),
-            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: admin_groups.QueryTopicConsumeByWhoProcessor(),
-            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetProcessor(),
-            RequestCode.GET_CONSUMER_CONNECTION_LIST: (
-                admin_connections.GetConsumerConnectionListProcessor()
-            ),
-            RequestCode.GET_PRODUCER_CONNECTION_LIST: (
-                admin_connections.GetProducerConnectionListProcessor()
-            ),
-            RequestCode.GET_CONSUMER_RUNNING_INFO: (
-                admin_connections.GetConsumerRunningInfoProcessor()
-            ),
-        }
-    )
+    table.update(group_processors())
     table.update(namesrv_processors())
     return table
 
