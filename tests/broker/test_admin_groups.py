@@ -21,7 +21,7 @@ from broker.admin_client_groups import (
 )
 from broker.client import Message, Producer, SendError, open_producer
 from broker.pull_client import PullConsumer, open_pull_consumer
-from protocol.admin_group import ConsumeStats, MessageQueue, SubscriptionGroupConfig
+from protocol.admin_group import ConsumeStats, SubscriptionGroupConfig
 from protocol.codes import RequestCode, ResponseCode
 from tests.conftest import RunningBroker, make_config, start_broker
 from tests.store.conftest import wait_until
