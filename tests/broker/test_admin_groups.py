@@ -19,7 +19,7 @@ from broker.admin_client_groups import (
     query_topic_consume_by_who,
     update_subscription_group,
 )
-from broker.client import Message, Producer, SendError, open_producer
+from broker.client import Message, Producer, SendError, SessionCredentials, open_producer
 from broker.pull_client import PullConsumer, open_pull_consumer
 from protocol.admin_group import ConsumeStats, SubscriptionGroupConfig
 from protocol.codes import RequestCode, ResponseCode
@@ -202,3 +202,51 @@ async def wait_for_ends(producer: Producer, group: str = GROUP) -> None:
             if [b for b, _ in sorted(by_queue(result).values())] == sorted(PER_QUEUE):
                 return
             await trio.sleep(0.02)
+
+
+ACL = """
+accounts:
+  - accessKey: producer1
+    secretKey: "producer-secret"
+    defaultTopicPerm: PUB
+  - accessKey: operator1
+    secretKey: "operator-secret"
+    admin: true
+"""
+
+
+async def test_with_acl_only_an_admin_changes_groups(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    """200, 207 and 222 need an admin account; the read-only 208 takes any signed account,
+    as 4.9's plain ACL does; an unsigned request is refused."""
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL)
+    config = make_config(tmp_path / "store", acl_enable=True, acl_file=str(acl_file))
+    broker = await start_broker(nursery, config)
+    plain = SessionCredentials("producer1", "producer-secret")
+    operator = SessionCredentials("operator1", "operator-secret")
+    settings = SubscriptionGroupConfig("acl_group", retry_max_times=2)
+    reset = {"topic": TOPIC, "group": "acl_group", "timestamp": "0", "isForce": "true"}
+    async with open_producer("127.0.0.1", broker.port, credentials=plain) as user:
+        for attempt in (
+            update_subscription_group(user, settings),
+            delete_subscription_group(user, "acl_group"),
+            call(user, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset),
+        ):
+            with pytest.raises(SendError) as refused:
+                await attempt
+            assert refused.value.code == ResponseCode.NO_PERMISSION
+            assert "Need admin permission" in (refused.value.remark or "")
+        assert (await get_consume_stats(user, "acl_group", TOPIC)).offset_table == {}
+    assert broker.server.broker.groups.find("acl_group") is None
+    async with open_producer("127.0.0.1", broker.port) as unsigned:
+        with pytest.raises(SendError) as anonymous:
+            await get_consume_stats(unsigned, "acl_group")
+        assert anonymous.value.code == ResponseCode.NO_PERMISSION
+    async with open_producer("127.0.0.1", broker.port, credentials=operator) as admin:
+        await update_subscription_group(admin, settings)
+        assert (await get_all_subscription_groups(admin)).table["acl_group"] == settings
+        await delete_subscription_group(admin, "acl_group")
+    assert broker.server.broker.groups.find("acl_group") is None
+    await broker.stop()
