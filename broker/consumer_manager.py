@@ -8,7 +8,10 @@ A group left without clients is dropped with its subscriptions (housekeeping eve
 `HOUSEKEEPING_S`), so the table holds what live connections registered, not what every peer
 ever sent.
 GET_CONSUMER_LIST_BY_GROUP reads the live ids (rebalancing clients split the queues among them),
-and a pull without its own subscription uses the group's.
+and a pull without its own subscription uses the group's. Each client keeps the language and
+version of its heartbeat and its connection's `push` and `ask`, so that the admin requests can
+list it (GET_CONSUMER_CONNECTION_LIST), tell it of a reset (RESET_CONSUMER_CLIENT_OFFSET) and
+relay a request to it (GET_CONSUMER_RUNNING_INFO).
 """
 
 from __future__ import annotations
@@ -49,9 +52,6 @@ class ConsumerClient:
     push: Callable[[RemotingCommand], bool] = lambda _command: False
     #: a request and its answer on that connection (`RequestContext.ask`)
     ask: Callable[[RemotingCommand, float], Awaitable[RemotingCommand]] | None = None
-
-
-_Client = ConsumerClient
 
 
 @dataclass(slots=True)

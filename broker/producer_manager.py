@@ -1,8 +1,9 @@
 """`ProducerManager`: the live connections of each producer group, from heartbeats.
 
-The broker needs them for one thing: to ask a producer of a half message's group for the state
-of its local transaction (CHECK_TRANSACTION_STATE), as 4.9's `ProducerManager` keeps channels
-for `Broker2Client.checkProducerTransactionState`. A heartbeat's `producerDataSet` registers the
+The broker needs them to ask a producer of a half message's group for the state of its local
+transaction (CHECK_TRANSACTION_STATE), as 4.9's `ProducerManager` keeps channels for
+`Broker2Client.checkProducerTransactionState`, and to list them (GET_PRODUCER_CONNECTION_LIST:
+client id, language and version of the heartbeat). A heartbeat's `producerDataSet` registers the
 connection it arrived on for each group it names; a connection that closes, or is silent for
 `CHANNEL_EXPIRED_S`, is forgotten. A connection counts at most `MAX_GROUPS_PER_CONNECTION`
 groups, so the table is bounded by `max_connections`, never by what one peer sends.
