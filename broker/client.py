@@ -209,6 +209,10 @@ class Producer:
         command.opaque = self._matcher.next_opaque()
         await self._write(self._encode(command))
 
+    async def reply(self, response: RemotingCommand) -> None:
+        """Send `response` to a request the broker sent (`broker_requests`); not signed."""
+        await self._write(encode_frame(response))
+
     def _encode(self, command: RemotingCommand) -> bytes:
         if self.credentials is not None:
             sign_request(command, self.credentials)

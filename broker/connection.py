@@ -25,6 +25,7 @@ import structlog
 import trio
 
 from broker.acl.validator import AccessValidator, shared_validator
+from broker.client_calls import ClientCalls
 from broker.config import BrokerConfig
 from broker.context import BrokerContext
 from broker.processors import InlineProcessor, RequestContext, RequestProcessor, Respond
@@ -130,7 +131,9 @@ class Connection:
         self.dispatcher = dispatcher
         self.config = config
         self.conn_id = next(_conn_ids)
-        self.ctx = RequestContext(broker, self.conn_id, remote, self.push)
+        #: requests of the broker's own waiting for this peer's answer
+        self.calls = ClientCalls(self.push)
+        self.ctx = RequestContext(broker, self.conn_id, remote, self.push, self.calls.ask)
         self.inflight = 0
         self.requests = 0
         self.close_reason = "peer_closed"
@@ -184,6 +187,7 @@ class Connection:
             finally:
                 watchdog.cancel()
                 self._reading_done = True
+                self.calls.close()
                 self._wake_writer()
 
     async def _idle_watchdog(self, scope: trio.CancelScope) -> None:
@@ -257,7 +261,8 @@ class Connection:
                 budget.update(self.conn_id, buffered, self.stop_reading)
             for command in commands:
                 if command.is_response:
-                    log.info("unexpected_response", opaque=command.opaque, code=command.code)
+                    if not self.calls.on_response(command):
+                        log.info("unexpected_response", opaque=command.opaque, code=command.code)
                     continue
                 # No checkpoint per frame: a burst of frames is taken together.
                 while self.inflight >= max_inflight:

@@ -8,12 +8,15 @@ A group left without clients is dropped with its subscriptions (housekeeping eve
 `HOUSEKEEPING_S`), so the table holds what live connections registered, not what every peer
 ever sent.
 GET_CONSUMER_LIST_BY_GROUP reads the live ids (rebalancing clients split the queues among them),
-and a pull without its own subscription uses the group's.
+and a pull without its own subscription uses the group's. Each client keeps the language and
+version of its heartbeat and its connection's `push` and `ask`, so that the admin requests can
+list it (GET_CONSUMER_CONNECTION_LIST), tell it of a reset (RESET_CONSUMER_CLIENT_OFFSET) and
+relay a request to it (GET_CONSUMER_RUNNING_INFO).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -21,6 +24,8 @@ import structlog
 import trio
 
 from broker.topic_config import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
+from protocol.codes import LanguageCode
+from protocol.command import RemotingCommand
 from protocol.route import HeartbeatData, SubscriptionData
 
 if TYPE_CHECKING:
@@ -34,16 +39,29 @@ HOUSEKEEPING_S: Final = 10.0
 
 
 @dataclass(slots=True)
-class _Client:
+class ConsumerClient:
+    """One client of a group: its connection, and the language and version its heartbeat
+    carried (4.9's `ClientChannelInfo`)."""
+
     remote: str
     last_seen: float
     conn_id: int = 0
+    language: int = LanguageCode.JAVA
+    version: int = 0
+    #: queues a request of the broker's own on the client's connection (`RequestContext.push`)
+    push: Callable[[RemotingCommand], bool] = lambda _command: False
+    #: a request and its answer on that connection (`RequestContext.ask`)
+    ask: Callable[[RemotingCommand, float], Awaitable[RemotingCommand]] | None = None
 
 
 @dataclass(slots=True)
 class ConsumerGroupInfo:
-    clients: dict[str, _Client] = field(default_factory=dict)
+    clients: dict[str, ConsumerClient] = field(default_factory=dict)
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
+    #: as the latest heartbeat named them (4.9 keeps them per group too)
+    consume_type: str | None = None
+    message_model: str | None = None
+    consume_from_where: str | None = None
 
 
 class ConsumerManager:
@@ -53,9 +71,14 @@ class ConsumerManager:
         #: the groups each connection registered clients in
         self._by_conn: dict[int, set[str]] = {}
 
-    async def on_heartbeat(self, heartbeat: HeartbeatData, ctx: RequestContext) -> None:
-        """A heartbeat listener (`BrokerContext.heartbeat_listeners`)."""
+    async def on_heartbeat(
+        self, heartbeat: HeartbeatData, ctx: RequestContext, request: RemotingCommand | None = None
+    ) -> None:
+        """A heartbeat listener (`BrokerContext.heartbeat_listeners`); `request` is the
+        HEART_BEAT command, whose language and version describe the client."""
         now = self._clock()
+        language = request.language if request is not None else LanguageCode.JAVA
+        version = request.version if request is not None else 0
         for consumer in heartbeat.consumer_data_set:
             info = self._groups.get(consumer.group_name)
             if info is None:
@@ -66,7 +89,12 @@ class ConsumerManager:
                     group=consumer.group_name,
                     client_id=heartbeat.client_id,
                 )
-            info.clients[heartbeat.client_id] = _Client(ctx.remote_text, now, ctx.conn_id)
+            info.clients[heartbeat.client_id] = ConsumerClient(
+                ctx.remote_text, now, ctx.conn_id, language, version, ctx.push, ctx.ask
+            )
+            info.consume_type = consumer.consume_type
+            info.message_model = consumer.message_model
+            info.consume_from_where = consumer.consume_from_where
             self._by_conn.setdefault(ctx.conn_id, set()).add(consumer.group_name)
             # The group's subscriptions are the latest heartbeat's, as upstream's
             # updateSubscription leaves them: topics it no longer names are dropped, so a
@@ -123,14 +151,27 @@ class ConsumerManager:
 
     def client_ids(self, group: str) -> list[str]:
         """The live clients of `group`, expired ones dropped."""
+        info = self.group_info(group)
+        return [] if info is None else sorted(info.clients)
+
+    def group_info(self, group: str) -> ConsumerGroupInfo | None:
+        """`group` with its live clients (expired ones dropped), or None when it has none."""
         info = self._groups.get(group)
         if info is None:
-            return []
+            return None
         cutoff = self._clock() - CHANNEL_EXPIRED_S
         for client_id in [c for c, client in info.clients.items() if client.last_seen < cutoff]:
             del info.clients[client_id]
             log.info("consumer_expired", group=group, client_id=client_id)
-        return sorted(info.clients)
+        return info if info.clients else None
+
+    def groups_consuming(self, topic: str) -> list[str]:
+        """The groups with a live client subscribed to `topic`."""
+        return sorted(
+            name
+            for name in list(self._groups)
+            if topic in self._groups[name].subscriptions and self.group_info(name) is not None
+        )
 
     def subscription(self, group: str, topic: str) -> SubscriptionData | None:
         info = self._groups.get(group)

@@ -17,6 +17,7 @@ from typing import Final
 import structlog
 import trio
 
+from broker.consume_rate import ConsumeRates
 from broker.topic_config import write_json_atomically
 from store.errors import StoreLoadError
 
@@ -33,6 +34,8 @@ class ConsumerOffsetManager:
         self._dirty = False
         self._failing = False
         self._lock = trio.Lock()
+        #: how fast each `topic@group` advances (GET_CONSUME_STATS' consumeTps)
+        self.rates = ConsumeRates()
 
     def load(self) -> None:
         """Read the persisted table; a missing file is an empty table, a damaged one an error."""
@@ -61,12 +64,41 @@ class ConsumerOffsetManager:
     def commit(
         self, group: str, topic: str, queue_id: int, offset: int, *, forward_only: bool = False
     ) -> None:
-        queues = self._table.setdefault(self.key(topic, group), {})
-        if forward_only and queues.get(queue_id, -1) >= offset:
+        key = self.key(topic, group)
+        queues = self._table.setdefault(key, {})
+        old = queues.get(queue_id)
+        if forward_only and (old if old is not None else -1) >= offset:
             return
-        if queues.get(queue_id) != offset:
+        if old != offset:
             queues[queue_id] = offset
             self._dirty = True
+            if old is not None:
+                self.rates.note(key, offset - old)
+
+    def set_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Set the group's offsets of `topic` (a reset: backwards allowed, no rate counted)."""
+        queues = self._table.setdefault(self.key(topic, group), {})
+        for queue_id, offset in offsets.items():
+            if queues.get(queue_id) != offset:
+                queues[queue_id] = offset
+                self._dirty = True
+
+    def topics_of(self, group: str) -> list[str]:
+        """The topics `group` has committed offsets of."""
+        suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
+        return sorted(key[: -len(suffix)] for key in self._table if key.endswith(suffix))
+
+    def remove_group(self, group: str) -> int:
+        """Forget every offset of `group`; how many topics it had."""
+        keys = [self.key(topic, group) for topic in self.topics_of(group)]
+        for key in keys:
+            del self._table[key]
+        self._dirty = self._dirty or bool(keys)
+        return len(keys)
+
+    def table(self) -> dict[str, dict[int, int]]:
+        """A copy of the table: `topic@group` -> queue id -> offset."""
+        return {key: dict(queues) for key, queues in self._table.items()}
 
     def groups_of(self, topic: str) -> list[str]:
         prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from broker.subscription_group import SubscriptionGroupManager
     from broker.topic_config import TopicConfigManager
     from broker.transaction import TransactionService
+    from protocol.command import RemotingCommand
     from protocol.route import HeartbeatData
 
 
@@ -49,7 +50,10 @@ class MessageStore(Protocol):
     def execute_delete_files_manually(self) -> None: ...
 
 
-HeartbeatListener = Callable[["HeartbeatData", "RequestContext"], Awaitable[None]]
+#: (the heartbeat, its connection, the HEART_BEAT command: the client's language and version)
+HeartbeatListener = Callable[
+    ["HeartbeatData", "RequestContext", "RemotingCommand"], Awaitable[None]
+]
 
 
 @dataclass(slots=True)

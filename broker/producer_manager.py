@@ -1,8 +1,9 @@
 """`ProducerManager`: the live connections of each producer group, from heartbeats.
 
-The broker needs them for one thing: to ask a producer of a half message's group for the state
-of its local transaction (CHECK_TRANSACTION_STATE), as 4.9's `ProducerManager` keeps channels
-for `Broker2Client.checkProducerTransactionState`. A heartbeat's `producerDataSet` registers the
+The broker needs them to ask a producer of a half message's group for the state of its local
+transaction (CHECK_TRANSACTION_STATE), as 4.9's `ProducerManager` keeps channels for
+`Broker2Client.checkProducerTransactionState`, and to list them (GET_PRODUCER_CONNECTION_LIST:
+client id, language and version of the heartbeat). A heartbeat's `producerDataSet` registers the
 connection it arrived on for each group it names; a connection that closes, or is silent for
 `CHANNEL_EXPIRED_S`, is forgotten. A connection counts at most `MAX_GROUPS_PER_CONNECTION`
 groups, so the table is bounded by `max_connections`, never by what one peer sends.
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 import structlog
 import trio
 
+from protocol.codes import LanguageCode
 from protocol.command import RemotingCommand
 
 if TYPE_CHECKING:
@@ -37,6 +39,9 @@ class Channel:
     remote: tuple[str, int]
     push: Callable[[RemotingCommand], bool]
     last_seen: float
+    client_id: str = ""
+    language: int = LanguageCode.JAVA
+    version: int = 0
 
 
 class ProducerManager:
@@ -46,8 +51,12 @@ class ProducerManager:
         self._by_conn: dict[int, set[str]] = {}
         self._rng = random.Random()
 
-    async def on_heartbeat(self, heartbeat: HeartbeatData, ctx: RequestContext) -> None:
+    async def on_heartbeat(
+        self, heartbeat: HeartbeatData, ctx: RequestContext, request: RemotingCommand | None = None
+    ) -> None:
         now = self._clock()
+        language = request.language if request is not None else LanguageCode.JAVA
+        version = request.version if request is not None else 0
         mine = self._by_conn.setdefault(ctx.conn_id, set())
         for producer in heartbeat.producer_data_set:
             group = producer.group_name
@@ -58,7 +67,9 @@ class ProducerManager:
             channels = self._groups.setdefault(group, {})
             if ctx.conn_id not in channels:
                 log.info("producer_registered", group=group, remote=ctx.remote_text)
-            channels[ctx.conn_id] = Channel(ctx.conn_id, ctx.remote, ctx.push, now)
+            channels[ctx.conn_id] = Channel(
+                ctx.conn_id, ctx.remote, ctx.push, now, heartbeat.client_id, language, version
+            )
         if not mine:
             del self._by_conn[ctx.conn_id]
 
@@ -88,6 +99,11 @@ class ProducerManager:
             if channel.push(command):
                 return channel
         return None
+
+    def channels(self, group: str) -> list[Channel]:
+        """The live connections of producer group `group` (expired ones left out)."""
+        cutoff = self._clock() - CHANNEL_EXPIRED_S
+        return [ch for ch in self._groups.get(group, {}).values() if ch.last_seen >= cutoff]
 
     def group_count(self) -> int:
         return len(self._groups)

@@ -20,6 +20,7 @@ import structlog
 import trio
 
 from broker.acl.validator import shared_validator
+from broker.admin.group_table import group_processors
 from broker.config import BrokerConfig, ConfigError, HostPort
 from broker.connection import Connection, Dispatcher, peer_address
 from broker.consumer_offsets import ConsumerOffsetManager
@@ -102,6 +103,7 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageByIdProcessor(),
         }
     )
+    table.update(group_processors())
     table.update(namesrv_processors())
     return table
 

@@ -10,9 +10,7 @@ default true), as RocketMQ's `SubscriptionGroupManager` does. Stored as
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
 
 import structlog
 import trio
@@ -23,40 +21,11 @@ from broker.topic_config import (
     check_new_group,
     persist_table,
 )
+from protocol.admin_group import DEFAULT_RETRY_MAX_TIMES, SubscriptionGroupConfig
 
-DEFAULT_RETRY_MAX_TIMES: Final = 16
+__all__ = ["DEFAULT_RETRY_MAX_TIMES", "SubscriptionGroupConfig", "SubscriptionGroupManager"]
 
 log = structlog.get_logger()
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionGroupConfig:
-    group_name: str
-    consume_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = DEFAULT_RETRY_MAX_TIMES
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "brokerId": 0,
-            "consumeBroadcastEnable": True,
-            "consumeEnable": self.consume_enable,
-            "consumeFromMinEnable": True,
-            "groupName": self.group_name,
-            "notifyConsumerIdsChangedEnable": True,
-            "retryMaxTimes": self.retry_max_times,
-            "retryQueueNums": self.retry_queue_nums,
-            "whichBrokerWhenConsumeSlowly": 1,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SubscriptionGroupConfig:
-        return cls(
-            str(d["groupName"]),
-            bool(d.get("consumeEnable", True)),
-            int(d.get("retryQueueNums", 1)),
-            int(d.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES)),
-        )
 
 
 class SubscriptionGroupManager:
@@ -86,6 +55,17 @@ class SubscriptionGroupManager:
     def put(self, config: SubscriptionGroupConfig) -> None:
         self._table[config.group_name] = config
         self.data_version.next()
+
+    def delete(self, group: str) -> SubscriptionGroupConfig | None:
+        """Forget `group`; what it was, or None when unknown."""
+        config = self._table.pop(group, None)
+        if config is not None:
+            self.data_version.next()
+        return config
+
+    def table(self) -> dict[str, SubscriptionGroupConfig]:
+        """A copy of the table, group name -> config."""
+        return dict(self._table)
 
     def ensure(self, group: str) -> bool:
         """Create `group` with defaults if unknown and auto-creation is on; True if created.

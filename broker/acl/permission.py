@@ -37,7 +37,11 @@ _PERM_BY_TEXT: Final = {
 }
 
 #: request codes only an admin account may send (upstream's `Permission.ADMIN_CODE`, plus
-#: TRIGGER_DELETE_FILES: deleting stored messages is not for every producer)
+#: TRIGGER_DELETE_FILES: deleting stored messages is not for every producer, and
+#: INVOKE_BROKER_TO_RESET_OFFSET: moving a group's offsets makes it skip or re-read messages).
+#: The read-only admin codes (GET_CONSUME_STATS, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, the
+#: connection lists, GET_CONSUMER_RUNNING_INFO ...) need a signed request of any account, as
+#: in 4.9.
 ADMIN_CODES: Final = frozenset(
     {
         RequestCode.TRIGGER_DELETE_FILES,
@@ -46,6 +50,7 @@ ADMIN_CODES: Final = frozenset(
         RequestCode.DELETE_TOPIC_IN_BROKER,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
     }
 )
 

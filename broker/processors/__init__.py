@@ -9,14 +9,19 @@ socket. `RequestContext` is what it may know about the connection. A processor m
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from broker.client_calls import ClientCallError
 from protocol.command import RemotingCommand
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
+
+
+async def _cannot_ask(_command: RemotingCommand, _timeout_s: float) -> RemotingCommand:
+    raise ClientCallError("this connection cannot take requests from the broker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +35,9 @@ class RequestContext:
     #: queues a request from the broker to this peer (CHECK_TRANSACTION_STATE); False when the
     #: connection cannot take it (closing, or too much unsent already)
     push: Callable[[RemotingCommand], bool] = lambda _command: False
+    #: sends a request from the broker to this peer and waits for its answer at most the given
+    #: seconds (`broker.client_calls`); raises `ClientCallError` when none comes
+    ask: Callable[[RemotingCommand, float], Awaitable[RemotingCommand]] = _cannot_ask
 
     @property
     def remote_text(self) -> str:

@@ -124,7 +124,7 @@ class HeartbeatProcessor:
             if created:
                 await groups.persist()
         for listener in ctx.broker.heartbeat_listeners:
-            await listener(heartbeat, ctx)
+            await listener(heartbeat, ctx, request)
         log.debug(
             "heartbeat",
             client_id=heartbeat.client_id,
