@@ -13,8 +13,9 @@ and a pull without its own subscription uses the group's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 import structlog
@@ -131,6 +132,10 @@ class ConsumerManager:
             del info.clients[client_id]
             log.info("consumer_expired", group=group, client_id=client_id)
         return sorted(info.clients)
+
+    def group_table(self) -> Mapping[str, ConsumerGroupInfo]:
+        """The live groups, read-only: their clients and subscriptions."""
+        return MappingProxyType(self._groups)
 
     def subscription(self, group: str, topic: str) -> SubscriptionData | None:
         info = self._groups.get(group)

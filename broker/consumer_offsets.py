@@ -72,6 +72,15 @@ class ConsumerOffsetManager:
         prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"
         return [key[len(prefix) :] for key in self._table if key.startswith(prefix)]
 
+    def topics_of(self, group: str) -> list[str]:
+        """The topics `group` committed offsets in (upstream's whichTopicByConsumer)."""
+        suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
+        return sorted(key[: -len(suffix)] for key in self._table if key.endswith(suffix))
+
+    def group_names(self) -> list[str]:
+        """Every group that committed an offset, in name order."""
+        return sorted({key.rpartition(TOPIC_GROUP_SEPARATOR)[2] for key in self._table})
+
     def snapshot(self) -> dict[str, dict[str, int]]:
         """The table as RocketMQ writes it (queue ids as JSON object keys)."""
         return {

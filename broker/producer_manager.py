@@ -11,8 +11,9 @@ groups, so the table is bounded by `max_connections`, never by what one peer sen
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 import structlog
@@ -88,6 +89,10 @@ class ProducerManager:
             if channel.push(command):
                 return channel
         return None
+
+    def group_table(self) -> Mapping[str, Mapping[int, Channel]]:
+        """The live producer groups, read-only: connection id -> channel."""
+        return MappingProxyType(self._groups)
 
     def group_count(self) -> int:
         return len(self._groups)

@@ -116,6 +116,8 @@ class BrokerServer:
         self.namesrv_addresses: list[tuple[str, int]] = []
         self.connections: set[Connection] = set()
         self.refused_connections = 0
+        #: the port of /metrics and the dashboard, when `metrics_listen` is set
+        self.http_port: int | None = None
         self._refusing = False
         self._shutdown = trio.Event()
         self._all_closed = trio.Event()
@@ -299,7 +301,7 @@ async def serve(
     metrics = BrokerMetrics()
     async with (
         DefaultMessageStore.open(config.store, flusher=timed_flusher(metrics)) as store,
-        serving_metrics(config, store, metrics),
+        serving_metrics(config, store, metrics) as http,
     ):
         topics = TopicConfigManager(
             root / "config" / "topics.json",
@@ -322,6 +324,9 @@ async def serve(
         server = BrokerServer(broker)
         server.addresses = addresses
         server.namesrv_addresses = _bound(namesrv_listeners)
+        if http is not None:
+            http.attach(server, trio.lowlevel.current_trio_token())
+            server.http_port = http.port
         _settle_garbage_collector()
         async with trio.open_nursery() as background:
             await background.start(

@@ -1,0 +1,261 @@
+"""The dashboard's documents, computed from the broker's own tables; one function per document.
+
+Every function here is synchronous and must run on the broker's event loop thread (the tables
+change there, between awaits): the HTTP side hands them over with `broker.dashboard.http`'s
+loop bridge. They read, never change, and return plain JSON-ready dicts:
+
+| function | document | read from |
+|---|---|---|
+| `broker_status(server)` | `/api/broker.json` | config, listeners, table sizes |
+| `topic_stats(broker, topic)` | one topic of `/api/topics.json` | topic table, consume queues |
+| `topic_list(broker)` | `/api/topics.json` | every topic through `topic_stats` |
+| `consume_stats(broker, group)` | one group of `/api/groups.json` | committed offsets, queues |
+| `group_list(broker)` | `/api/groups.json` | every group through `consume_stats` |
+| `connection_list(server)` | `/api/connections.json` | open connections, client tables |
+| `store_status(broker)` | `/api/store.json` | the store's offsets, segments, flags |
+
+`topic_stats` answers what 4.9's GET_TOPIC_STATS_INFO answers per queue (min offset, max
+offset, store time of the last message) and `consume_stats` what GET_CONSUME_STATS answers
+(broker offset, consumer offset, store time of the last consumed message), so the admin
+processors can share them. Rates are not computed here: each document carries cumulative
+offsets and `now_ms`, and the page divides the difference of two polls by their interval.
+
+Output is bounded so the page can poll every 2 s: at most `MAX_TOPICS` topics, `MAX_GROUPS`
+groups, `MAX_QUEUES` queues per topic or group and `MAX_CONNECTIONS` connections; a capped list
+says how many it left out (`"omitted": n`). Nothing here reads the ACL table.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from broker import __version__
+from broker.metrics import RUNNING_FLAG_BITS
+from broker.topic_config import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicConfig,
+)
+from store.message_store import DefaultMessageStore
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+    from broker.server import BrokerServer
+    from store.consume_service import ConsumeService
+
+MAX_TOPICS: Final = 100
+MAX_GROUPS: Final = 50
+MAX_QUEUES: Final = 64
+MAX_CONNECTIONS: Final = 200
+
+Json = dict[str, Any]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _perm_text(perm: int) -> str:
+    return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
+
+
+def _is_system(topic: str) -> bool:
+    """Topics the broker keeps for itself (templates, schedule, transactions, retries, DLQs)."""
+    if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+        return True
+    return topic.isupper() and ("_" in topic or topic == "TBW102")
+
+
+def _capped(items: list[Json], limit: int) -> tuple[list[Json], int]:
+    return items[:limit], max(0, len(items) - limit)
+
+
+def broker_status(server: BrokerServer) -> Json:
+    """Who this broker is and how it runs: names, addresses, role, permission, table sizes."""
+    broker = server.broker
+    config = broker.config
+    return {
+        "now_ms": _now_ms(),
+        "version": __version__,
+        "cluster": config.broker_cluster_name,
+        "broker_name": config.broker_name,
+        "broker_addr": broker.addr,
+        "listen": [f"{host}:{port}" for host, port in server.addresses],
+        "namesrv_listen": [f"{host}:{port}" for host, port in server.namesrv_addresses],
+        "role": config.store.broker_role.name,
+        "flush_disk_type": config.store.flush_disk_type.name,
+        "permission": _perm_text(config.broker_permission),
+        "acl_enable": config.acl_enable,
+        "topics": len(broker.topics.topics()),
+        "consumer_groups": broker.consumers.group_count,
+        "producer_groups": broker.producers.group_count(),
+        "connections": len(server.connections),
+        "refused_connections": server.refused_connections,
+    }
+
+
+def topic_stats(broker: BrokerContext, topic: str) -> Json | None:
+    """One topic's queues as GET_TOPIC_STATS_INFO counts them (its write queues): min and max
+    logical offset and the store time of the last message (0 when empty); None if unknown."""
+    config = broker.topics.find(topic)
+    if config is None:
+        return None
+    queues: list[Json] = []
+    consume = broker.consume
+    for queue_id in range(config.write_queue_nums):
+        low, high, last = 0, 0, 0
+        if consume is not None:
+            low = max(0, consume.min_offset_in_queue(topic, queue_id))
+            high = consume.max_offset_in_queue(topic, queue_id)
+            if high > 0:
+                last = consume.store_timestamp_at(topic, queue_id, high - 1) or 0
+        queues.append({"queue_id": queue_id, "min_offset": low, "max_offset": high, "last": last})
+    shown, omitted = _capped(queues, MAX_QUEUES)
+    return {
+        **_topic_config(config),
+        "messages": sum(q["max_offset"] - q["min_offset"] for q in queues),
+        "max_offset_total": sum(q["max_offset"] for q in queues),
+        "queues": shown,
+        "queues_omitted": omitted,
+    }
+
+
+def _topic_config(config: TopicConfig) -> Json:
+    return {
+        "topic": config.topic_name,
+        "read_queues": config.read_queue_nums,
+        "write_queues": config.write_queue_nums,
+        "perm": _perm_text(config.perm),
+        "order": config.order,
+        "system": _is_system(config.topic_name),
+    }
+
+
+def topic_list(broker: BrokerContext) -> Json:
+    """Every topic (user topics first, then by name), each as `topic_stats` has it."""
+    names = sorted(broker.topics.topics(), key=lambda name: (_is_system(name), name))
+    shown = names[:MAX_TOPICS]
+    topics = [stats for name in shown if (stats := topic_stats(broker, name)) is not None]
+    return {
+        "now_ms": _now_ms(),
+        "topics": topics,
+        "omitted": len(names) - len(shown),
+        "limit": MAX_TOPICS,
+    }
+
+
+def _group_topics(broker: BrokerContext, group: str) -> list[str]:
+    """The topics of `group`: those it committed offsets in and those its live clients
+    subscribe to (a group that has not committed yet already has a lag)."""
+    topics = set(broker.offsets.topics_of(group))
+    info = broker.consumers.group_table().get(group)
+    if info is not None:
+        topics.update(info.subscriptions)
+    return sorted(topics)
+
+
+def consume_stats(broker: BrokerContext, group: str) -> Json:
+    """`group`'s progress as GET_CONSUME_STATS counts it: per readable queue of each of its
+    topics the broker offset (queue max), the consumer offset (committed, 0 before any commit)
+    and the store time of the last consumed message; `lag` is their difference."""
+    rows: list[Json] = []
+    consume = broker.consume
+    for topic in _group_topics(broker, group):
+        config = broker.topics.find(topic)
+        if config is None:
+            continue
+        for queue_id in range(config.read_queue_nums):
+            rows.append(_consume_row(broker, consume, group, topic, queue_id))
+    info = broker.consumers.group_table().get(group)
+    shown, omitted = _capped(rows, MAX_QUEUES)
+    return {
+        "group": group,
+        "topics": sorted({row["topic"] for row in rows}),
+        "clients": len(info.clients) if info is not None else 0,
+        "lag": sum(row["lag"] for row in rows),
+        "broker_offset_total": sum(row["broker_offset"] for row in rows),
+        "consumer_offset_total": sum(row["consumer_offset"] for row in rows),
+        "queues": shown,
+        "queues_omitted": omitted,
+    }
+
+
+def _consume_row(
+    broker: BrokerContext, consume: ConsumeService | None, group: str, topic: str, queue_id: int
+) -> Json:
+    high = consume.max_offset_in_queue(topic, queue_id) if consume is not None else 0
+    committed = max(0, broker.offsets.query(group, topic, queue_id) or 0)
+    last = 0
+    if consume is not None and committed > 0:
+        last = consume.store_timestamp_at(topic, queue_id, committed - 1) or 0
+    return {
+        "topic": topic,
+        "queue_id": queue_id,
+        "broker_offset": high,
+        "consumer_offset": committed,
+        "lag": max(0, high - committed),
+        "last": last,
+    }
+
+
+def group_list(broker: BrokerContext) -> Json:
+    """Every consumer group with committed offsets or live clients, as `consume_stats` has it."""
+    names = sorted(set(broker.offsets.group_names()) | set(broker.consumers.group_table()))
+    shown = names[:MAX_GROUPS]
+    return {
+        "now_ms": _now_ms(),
+        "groups": [consume_stats(broker, name) for name in shown],
+        "omitted": len(names) - len(shown),
+        "limit": MAX_GROUPS,
+    }
+
+
+def connection_list(server: BrokerServer) -> Json:
+    """Open client connections with what their heartbeats registered (groups, client ids)."""
+    broker = server.broker
+    consumers: dict[int, list[str]] = {}
+    for group, info in broker.consumers.group_table().items():
+        for client_id, client in info.clients.items():
+            consumers.setdefault(client.conn_id, []).append(f"{group} ({client_id})")
+    producers: dict[int, list[str]] = {}
+    for group, channels in broker.producers.group_table().items():
+        for conn_id in channels:
+            producers.setdefault(conn_id, []).append(group)
+    rows = [
+        {
+            "id": connection.conn_id,
+            "remote": connection.ctx.remote_text,
+            "requests": connection.requests,
+            "inflight": connection.inflight,
+            "consumer_groups": sorted(consumers.get(connection.conn_id, [])),
+            "producer_groups": sorted(producers.get(connection.conn_id, [])),
+        }
+        for connection in sorted(server.connections, key=lambda c: c.conn_id)
+    ]
+    shown, omitted = _capped(rows, MAX_CONNECTIONS)
+    return {"now_ms": _now_ms(), "connections": shown, "omitted": omitted}
+
+
+def store_status(broker: BrokerContext) -> Json:
+    """The commit log: segments, min/written/flushed offsets, disk ratio, the running flags."""
+    store = broker.store
+    if not isinstance(store, DefaultMessageStore):  # a test double: nothing to show
+        return {"now_ms": _now_ms()}
+    bits = store.running_flags.flag_bits
+    return {
+        "now_ms": _now_ms(),
+        "segments": store.segment_count,
+        "segment_size": store.config.mapped_file_size_commit_log,
+        "min_offset": store.min_offset,
+        "written_offset": store.max_offset,
+        "flushed_offset": store.flushed_where,
+        "unflushed_bytes": max(0, store.max_offset - store.flushed_where),
+        "disk_ratio": round(store.disk_ratio, 4),
+        "writer_queue_depth": store.writer_queue_depth,
+        "writeable": store.running_flags.is_writeable(),
+        "flags": sorted(name for name, bit in RUNNING_FLAG_BITS.items() if bits & bit),
+        "segments_deleted": store.segments_deleted,
+    }
