@@ -67,9 +67,9 @@ class Browser:
             *messages, self._buffer = self._buffer.split(b"\0")
             for raw in messages:
                 message = json.loads(raw)
-                channel = self._waiting.pop(message.get("id", -1), None)
-                if channel is not None:
-                    channel.send_nowait(message)
+                number = message.get("id")
+                if isinstance(number, int) and number in self._waiting:  # else an event
+                    self._waiting.pop(number).send_nowait(message)
 
     async def send(
         self, method: str, params: dict[str, Any] | None = None, session: str | None = None
@@ -142,7 +142,7 @@ class Page:
             },
         )
         data = base64.b64decode(shot["data"])
-        path.write_bytes(data)
+        await trio.Path(path).write_bytes(data)
         return len(data)
 
 
@@ -177,7 +177,7 @@ async def open_browser(profile: pathlib.Path) -> AsyncIterator[Browser]:
     ]
     # bash puts the pipes on the descriptors Chromium reads (3) and writes (4); dash would
     # refuse descriptors above 9.
-    process = subprocess.Popen(
+    process = await trio.lowlevel.open_process(
         ["bash", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', executable, *flags],
         pass_fds=(to_chrome_r, from_chrome_w),
         stdin=subprocess.DEVNULL,
@@ -199,6 +199,6 @@ async def open_browser(profile: pathlib.Path) -> AsyncIterator[Browser]:
                 nursery.cancel_scope.cancel()
     finally:
         process.kill()
-        await trio.to_thread.run_sync(process.wait)
+        await process.wait()
         await commands.aclose()
         await answers.aclose()

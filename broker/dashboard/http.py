@@ -90,9 +90,10 @@ class LoopBridge:
     server: BrokerServer
     token: trio.lowlevel.TrioToken
 
-    def compute(self, view: View, timeout_s: float = VIEW_TIMEOUT_S) -> views.Json:
+    def compute(self, view: View, timeout_s: float | None = None) -> views.Json:
         """`view(server)` run on the loop thread; LoopUnavailableError if the loop is gone or
-        has not run it within `timeout_s`. A view's own exception is raised here."""
+        has not run it within `timeout_s` (`VIEW_TIMEOUT_S`). A view's exception is raised."""
+        timeout_s = VIEW_TIMEOUT_S if timeout_s is None else timeout_s
         done = threading.Event()
         outcome: list[views.Json | Exception] = []
 

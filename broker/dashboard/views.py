@@ -33,9 +33,13 @@ from typing import TYPE_CHECKING, Any, Final
 from broker import __version__
 from broker.metrics import RUNNING_FLAG_BITS
 from broker.topic_config import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
     PERM_READ,
     PERM_WRITE,
+    REPLY_TOPIC_POSTFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     TopicConfig,
 )
@@ -50,6 +54,7 @@ MAX_TOPICS: Final = 100
 MAX_GROUPS: Final = 50
 MAX_QUEUES: Final = 64
 MAX_CONNECTIONS: Final = 200
+SYSTEM_PREFIXES: Final = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, "RMQ_SYS_", "rmq_sys_")
 
 Json = dict[str, Any]
 
@@ -62,11 +67,22 @@ def _perm_text(perm: int) -> str:
     return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
 
 
-def _is_system(topic: str) -> bool:
-    """Topics the broker keeps for itself (templates, schedule, transactions, retries, DLQs)."""
-    if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
-        return True
-    return topic.isupper() and ("_" in topic or topic == "TBW102")
+def _system_topics(broker: BrokerContext) -> set[str]:
+    """Topics the broker keeps for itself: templates, schedule, transactions, the cluster's and
+    the broker's own (4.9's TopicValidator system topics); retries and DLQs by prefix."""
+    config = broker.config
+    return {
+        *NOT_ALLOWED_SEND_TOPICS,
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        BENCHMARK_TOPIC,
+        config.broker_cluster_name,
+        config.broker_name,
+        f"{config.broker_cluster_name}_{REPLY_TOPIC_POSTFIX}",
+    }
+
+
+def _is_system(topic: str, system: set[str]) -> bool:
+    return topic in system or topic.startswith(SYSTEM_PREFIXES)
 
 
 def _capped(items: list[Json], limit: int) -> tuple[list[Json], int]:
@@ -115,7 +131,7 @@ def topic_stats(broker: BrokerContext, topic: str) -> Json | None:
         queues.append({"queue_id": queue_id, "min_offset": low, "max_offset": high, "last": last})
     shown, omitted = _capped(queues, MAX_QUEUES)
     return {
-        **_topic_config(config),
+        **_topic_config(config, _system_topics(broker)),
         "messages": sum(q["max_offset"] - q["min_offset"] for q in queues),
         "max_offset_total": sum(q["max_offset"] for q in queues),
         "queues": shown,
@@ -123,20 +139,21 @@ def topic_stats(broker: BrokerContext, topic: str) -> Json | None:
     }
 
 
-def _topic_config(config: TopicConfig) -> Json:
+def _topic_config(config: TopicConfig, system: set[str]) -> Json:
     return {
         "topic": config.topic_name,
         "read_queues": config.read_queue_nums,
         "write_queues": config.write_queue_nums,
         "perm": _perm_text(config.perm),
         "order": config.order,
-        "system": _is_system(config.topic_name),
+        "system": _is_system(config.topic_name, system),
     }
 
 
 def topic_list(broker: BrokerContext) -> Json:
     """Every topic (user topics first, then by name), each as `topic_stats` has it."""
-    names = sorted(broker.topics.topics(), key=lambda name: (_is_system(name), name))
+    system = _system_topics(broker)
+    names = sorted(broker.topics.topics(), key=lambda name: (_is_system(name, system), name))
     shown = names[:MAX_TOPICS]
     topics = [stats for name in shown if (stats := topic_stats(broker, name)) is not None]
     return {

@@ -118,12 +118,15 @@
       cell(tr, fmt(t.messages), "num");
       cell(tr, fmt(t.max_offset_total), "num");
       cell(tr, rate(perSecond(t.max_offset_total, prior?.max_offset_total, ...dt)), "num");
-      const queues = t.queues.map((q) => {
+      const used = t.queues.filter((q) => q.max_offset > 0);
+      const queues = used.map((q) => {
         const r = perSecond(q.max_offset, oldQueues.get(q.queue_id)?.max_offset, ...dt);
         return `${q.queue_id}: ${q.min_offset}–${q.max_offset}` + (r ? ` (${rate(r)}/s)` : "");
       });
-      if (t.queues_omitted) queues.push(`+${t.queues_omitted} queues`);
-      cell(tr, queues.join("  "), "queues");
+      const empty = t.queues.length - used.length;
+      if (empty) queues.push(`(${empty} empty)`);
+      if (t.queues_omitted) queues.push(`+${t.queues_omitted} queues not listed`);
+      cell(tr, queues.join(", "), "queues");
       rows.push(tr);
     }
     fill($("topics-table").tBodies[0], rows);
@@ -188,6 +191,14 @@
     drawChart($("chart"), history.get(group.group) ?? []);
   }
 
+  // The smallest 1, 2 or 5 times a power of ten, times 4 (one per grid line), >= value.
+  function niceCeil(value) {
+    const step = Math.max(value, 1) / 4;
+    const power = 10 ** Math.floor(Math.log10(step));
+    const nice = [1, 2, 5, 10].find((m) => m * power >= step);
+    return nice * power * 4;
+  }
+
   function drawChart(canvas, points) {
     const ctx = canvas.getContext("2d");
     const w = canvas.width;
@@ -195,8 +206,8 @@
     const pad = { l: 56, r: 56, t: 12, b: 22 };
     ctx.clearRect(0, 0, w, h);
     ctx.font = "11px system-ui, sans-serif";
-    const maxLag = Math.max(1, ...points.map((p) => p.lag));
-    const maxSent = Math.max(1, ...points.map((p) => p.sent));
+    const maxLag = niceCeil(Math.max(...points.map((p) => p.lag)));
+    const maxSent = niceCeil(Math.max(...points.map((p) => p.sent)));
     const x = (i) => pad.l + ((w - pad.l - pad.r) * i) / Math.max(1, HISTORY - 1);
     const y = (v, max) => h - pad.b - ((h - pad.t - pad.b) * v) / max;
     ctx.strokeStyle = "#e3e7ee";
@@ -210,7 +221,7 @@
       ctx.textAlign = "right";
       ctx.fillText(fmt(Math.round((maxLag * k) / 4)), pad.l - 6, yy + 4);
       ctx.textAlign = "left";
-      ctx.fillText(rate((maxSent * k) / 4), w - pad.r + 6, yy + 4);
+      ctx.fillText(fmt((maxSent * k) / 4), w - pad.r + 6, yy + 4);
     }
     ctx.textAlign = "left";
     ctx.fillText(`last ${(HISTORY * POLL_MS) / 1000} s`, pad.l, h - 6);
