@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import trio
 
 from broker.client import Message, open_producer
@@ -28,6 +29,8 @@ GROUP = "dash-group"
 QUEUES = 4
 USED = 3
 PER_QUEUE = 10
+#: messages sent once the page shows lag 0, to the empty queue
+LATE = 5
 WAIT_S = 15.0
 
 ROWS_JS = """[...document.querySelectorAll('#%s tbody tr')].map(
@@ -74,6 +77,11 @@ def lag_shown(table: list[list[str]]) -> int | None:
     return int(row[5].replace(",", "")) if row else None
 
 
+def sent_shown(table: list[list[str]]) -> float:
+    row = group_row(table)
+    return float(row[6]) if row and row[6] != "–" else 0.0
+
+
 async def group_rows(page: Page) -> list[list[str]]:
     return await rows(page, "groups-table")
 
@@ -112,13 +120,13 @@ async def test_the_page_shows_a_group_lag_falling_to_zero_as_it_consumes(
             ):
                 await consumer.subscribe(TOPIC)
                 page = await browser.open_page(f"http://127.0.0.1:{http_port}/")
-                await _read_the_page(page, consumer, http_port, tmp_path)
+                await _read_the_page(page, consumer, daemon.port, http_port, tmp_path)
     finally:
         daemon.stop()
 
 
 async def _read_the_page(
-    page: Page, consumer: PullConsumer, http_port: int, tmp_path: pathlib.Path
+    page: Page, consumer: PullConsumer, broker_port: int, http_port: int, tmp_path: pathlib.Path
 ) -> None:
     total = USED * PER_QUEUE
     table = await until(page, group_rows, lambda t: lag_shown(t) == total, f"lag {total}")
@@ -152,6 +160,13 @@ async def _read_the_page(
         await consume_queue(consumer, queue_id)
     await until(page, group_rows, lambda t: lag_shown(t) == 0, "lag 0")
 
+    # New traffic: the page shows a send rate while it arrives, and the lag it makes.
+    async with open_producer("127.0.0.1", broker_port) as producer:
+        for n in range(LATE):
+            await producer.send(Message(TOPIC, f"late-{n}".encode(), queue_id=USED))
+    sending = await until(page, group_rows, lambda t: sent_shown(t) > 0, "a send rate")
+    assert lag_shown(sending) == LATE
+
     # The store section shows the commit log as /metrics counts it.
     written = scrape(http_port, "rmq_broker_store_written_offset_bytes")
     store = await until(
@@ -171,3 +186,11 @@ async def _read_the_page(
     assert size < 200 * 1024
     if target := os.environ.get("DASHBOARD_SCREENSHOT"):
         shutil.copyfile(shot, target)
+
+
+def test_without_chromium_the_test_fails_naming_the_install_script(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(AssertionError, match=r"bash tests/install-chromium\.sh"):
+        chromium_path()

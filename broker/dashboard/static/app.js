@@ -1,11 +1,12 @@
 // The dashboard page: polls the broker's JSON documents every 2 s and renders them.
 // Rates are the difference of two polls divided by their interval; the chart keeps the last
-// HISTORY points of the selected group in memory and is drawn on a <canvas> here.
+// HISTORY points of each group in memory and is drawn on a <canvas> here.
 "use strict";
 
 (function () {
   const POLL_MS = 2000;
   const HISTORY = 90;
+  const MIN_SPAN = 16;
   const DOCS = ["broker", "store", "topics", "groups", "connections"];
   let previous = null; // the documents of the poll before
   let selected = null; // the group shown in the chart
@@ -208,7 +209,9 @@
     ctx.font = "11px system-ui, sans-serif";
     const maxLag = niceCeil(Math.max(...points.map((p) => p.lag)));
     const maxSent = niceCeil(Math.max(...points.map((p) => p.sent)));
-    const x = (i) => pad.l + ((w - pad.l - pad.r) * i) / Math.max(1, HISTORY - 1);
+    // The x axis spans the points kept so far (at least MIN_SPAN polls), up to HISTORY.
+    const span = Math.max(points.length, MIN_SPAN);
+    const x = (i) => pad.l + ((w - pad.l - pad.r) * i) / (span - 1);
     const y = (v, max) => h - pad.b - ((h - pad.t - pad.b) * v) / max;
     ctx.strokeStyle = "#e3e7ee";
     ctx.fillStyle = "#5b6478";
@@ -224,8 +227,8 @@
       ctx.fillText(fmt((maxSent * k) / 4), w - pad.r + 6, yy + 4);
     }
     ctx.textAlign = "left";
-    ctx.fillText(`last ${(HISTORY * POLL_MS) / 1000} s`, pad.l, h - 6);
-    const offset = HISTORY - points.length;
+    ctx.fillText(`last ${((span - 1) * POLL_MS) / 1000} s`, pad.l, h - 6);
+    const offset = span - points.length;
     const line = (key, max, colour) => {
       ctx.strokeStyle = colour;
       ctx.lineWidth = 2;
