@@ -48,7 +48,6 @@ from store.message_store import DefaultMessageStore
 if TYPE_CHECKING:
     from broker.context import BrokerContext
     from broker.server import BrokerServer
-    from store.consume_service import ConsumeService
 
 MAX_TOPICS: Final = 100
 MAX_GROUPS: Final = 50
@@ -85,7 +84,9 @@ def _is_system(topic: str, system: set[str]) -> bool:
     return topic in system or topic.startswith(SYSTEM_PREFIXES)
 
 
-def _capped(items: list[Json], limit: int) -> tuple[list[Json], int]:
+def _capped(items: list[Json], limit: int | None) -> tuple[list[Json], int]:
+    if limit is None:
+        return items, 0
     return items[:limit], max(0, len(items) - limit)
 
 
@@ -113,23 +114,25 @@ def broker_status(server: BrokerServer) -> Json:
     }
 
 
-def topic_stats(broker: BrokerContext, topic: str) -> Json | None:
+def topic_stats(broker: BrokerContext, topic: str, queue_limit: int | None = None) -> Json | None:
     """One topic's queues as GET_TOPIC_STATS_INFO counts them (its write queues): min and max
-    logical offset and the store time of the last message (0 when empty); None if unknown."""
+    logical offset and the store time of the last message (0 when empty); None if unknown.
+    With `queue_limit`, only that many queues are listed (and read for their time); the
+    totals count them all."""
     config = broker.topics.find(topic)
     if config is None:
         return None
-    queues: list[Json] = []
     consume = broker.consume
+    queues: list[Json] = []
     for queue_id in range(config.write_queue_nums):
-        low, high, last = 0, 0, 0
-        if consume is not None:
-            low = max(0, consume.min_offset_in_queue(topic, queue_id))
-            high = consume.max_offset_in_queue(topic, queue_id)
-            if high > 0:
-                last = consume.store_timestamp_at(topic, queue_id, high - 1) or 0
-        queues.append({"queue_id": queue_id, "min_offset": low, "max_offset": high, "last": last})
-    shown, omitted = _capped(queues, MAX_QUEUES)
+        low = max(0, consume.min_offset_in_queue(topic, queue_id)) if consume else 0
+        high = consume.max_offset_in_queue(topic, queue_id) if consume else 0
+        queues.append({"queue_id": queue_id, "min_offset": low, "max_offset": high, "last": 0})
+    shown, omitted = _capped(queues, queue_limit)
+    for queue in shown:
+        if consume is not None and queue["max_offset"] > 0:
+            offset = queue["max_offset"] - 1
+            queue["last"] = consume.store_timestamp_at(topic, queue["queue_id"], offset) or 0
     return {
         **_topic_config(config, _system_topics(broker)),
         "messages": sum(q["max_offset"] - q["min_offset"] for q in queues),
@@ -155,7 +158,9 @@ def topic_list(broker: BrokerContext) -> Json:
     system = _system_topics(broker)
     names = sorted(broker.topics.topics(), key=lambda name: (_is_system(name, system), name))
     shown = names[:MAX_TOPICS]
-    topics = [stats for name in shown if (stats := topic_stats(broker, name)) is not None]
+    topics = [
+        stats for name in shown if (stats := topic_stats(broker, name, MAX_QUEUES)) is not None
+    ]
     return {
         "now_ms": _now_ms(),
         "topics": topics,
@@ -174,10 +179,12 @@ def _group_topics(broker: BrokerContext, group: str) -> list[str]:
     return sorted(topics)
 
 
-def consume_stats(broker: BrokerContext, group: str) -> Json:
+def consume_stats(broker: BrokerContext, group: str, queue_limit: int | None = None) -> Json:
     """`group`'s progress as GET_CONSUME_STATS counts it: per readable queue of each of its
     topics the broker offset (queue max), the consumer offset (committed, 0 before any commit)
-    and the store time of the last consumed message; `lag` is their difference."""
+    and the store time of the last consumed message (0 before any); `lag` is their difference.
+    With `queue_limit`, only that many queues are listed (and read for their time); the totals
+    count them all."""
     rows: list[Json] = []
     consume = broker.consume
     for topic in _group_topics(broker, group):
@@ -185,9 +192,24 @@ def consume_stats(broker: BrokerContext, group: str) -> Json:
         if config is None:
             continue
         for queue_id in range(config.read_queue_nums):
-            rows.append(_consume_row(broker, consume, group, topic, queue_id))
+            high = consume.max_offset_in_queue(topic, queue_id) if consume else 0
+            committed = max(0, broker.offsets.query(group, topic, queue_id) or 0)
+            rows.append(
+                {
+                    "topic": topic,
+                    "queue_id": queue_id,
+                    "broker_offset": high,
+                    "consumer_offset": committed,
+                    "lag": max(0, high - committed),
+                    "last": 0,
+                }
+            )
+    shown, omitted = _capped(rows, queue_limit)
+    for row in shown:
+        if consume is not None and row["consumer_offset"] > 0:
+            offset = row["consumer_offset"] - 1
+            row["last"] = consume.store_timestamp_at(row["topic"], row["queue_id"], offset) or 0
     info = broker.consumers.group_table().get(group)
-    shown, omitted = _capped(rows, MAX_QUEUES)
     return {
         "group": group,
         "topics": sorted({row["topic"] for row in rows}),
@@ -200,31 +222,13 @@ def consume_stats(broker: BrokerContext, group: str) -> Json:
     }
 
 
-def _consume_row(
-    broker: BrokerContext, consume: ConsumeService | None, group: str, topic: str, queue_id: int
-) -> Json:
-    high = consume.max_offset_in_queue(topic, queue_id) if consume is not None else 0
-    committed = max(0, broker.offsets.query(group, topic, queue_id) or 0)
-    last = 0
-    if consume is not None and committed > 0:
-        last = consume.store_timestamp_at(topic, queue_id, committed - 1) or 0
-    return {
-        "topic": topic,
-        "queue_id": queue_id,
-        "broker_offset": high,
-        "consumer_offset": committed,
-        "lag": max(0, high - committed),
-        "last": last,
-    }
-
-
 def group_list(broker: BrokerContext) -> Json:
     """Every consumer group with committed offsets or live clients, as `consume_stats` has it."""
     names = sorted(set(broker.offsets.group_names()) | set(broker.consumers.group_table()))
     shown = names[:MAX_GROUPS]
     return {
         "now_ms": _now_ms(),
-        "groups": [consume_stats(broker, name) for name in shown],
+        "groups": [consume_stats(broker, name, MAX_QUEUES) for name in shown],
         "omitted": len(names) - len(shown),
         "limit": MAX_GROUPS,
     }

@@ -128,7 +128,7 @@ async def test_lists_are_capped_and_say_how_much_they_left_out(
     broker = await start(nursery, tmp_path)
     async with open_producer("127.0.0.1", broker.port) as producer:
         for topic in ("Alpha", "Beta", "Gamma"):
-            await producer.send(Message(topic, b"x"))
+            await producer.send(Message(topic, b"x", queue_id=3))  # a queue left unlisted
     monkeypatch.setattr(views, "MAX_TOPICS", 2)
     monkeypatch.setattr(views, "MAX_QUEUES", 3)
     topics = await document(http_port(broker), "topics")
@@ -136,6 +136,9 @@ async def test_lists_are_capped_and_say_how_much_they_left_out(
     total = len(broker.server.broker.topics.topics())
     assert (topics["omitted"], topics["limit"]) == (total - 2, 2)
     assert [(len(t["queues"]), t["queues_omitted"]) for t in topics["topics"]] == [(3, 1)] * 2
+    assert [t["messages"] for t in topics["topics"]] == [1, 1]  # totals count every queue
+    full = views.topic_stats(broker.server.broker, "Alpha")  # as an admin request wants it
+    assert full is not None and (len(full["queues"]), full["queues_omitted"]) == (4, 0)
     await broker.stop()
 
 
