@@ -10,7 +10,8 @@ function on the loop thread (`TrioToken.run_sync_soon`) and the HTTP thread wait
 a few dict walks; a loop that late is in trouble, and the page says so).
 
 Routes, GET only (405 with `Allow: GET` for any other method, 404 for any other path):
-`/metrics`, `/` (the page), `/static/<file>` (its script and style), `/api/<doc>.json`.
+`/metrics`, `/` (the page), `/static/<file>` (its script and style), `/api/<doc>.json`
+(`group.json?group=NAME`: 400 without a name, 404 for an unknown group).
 The page is read-only: no route changes anything. The dashboard is attached once the broker is
 built (`HttpEndpoint.attach`); before that, and after the broker stops, the JSON routes answer
 503.
@@ -20,10 +21,11 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qsl
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
@@ -62,25 +64,45 @@ SECURITY_HEADERS: Final = [
     ("Referrer-Policy", "no-referrer"),
 ]
 
-View = Callable[["BrokerServer"], views.Json]
+#: a document from the server and the query string's parameters (the last value of each)
+View = Callable[["BrokerServer", Mapping[str, str]], views.Json]
+
+
+class LoopUnavailableError(Exception):
+    """The event loop did not compute the document (not attached, stopped or too late)."""
+
+
+class DocumentError(Exception):
+    """A request for a document that cannot be answered: `status` and a one-line reason."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
 
 
 def _broker(server: BrokerServer) -> BrokerContext:
     return server.broker
 
 
+def _group(server: BrokerServer, query: Mapping[str, str]) -> views.Json:
+    name = query.get("group")
+    if not name:
+        raise DocumentError("400 Bad Request", "name the group: /api/group.json?group=NAME")
+    document = views.group_detail(server.broker, name)
+    if document is None:
+        raise DocumentError("404 Not Found", "no such consumer group")
+    return document
+
+
 #: JSON document name -> the view computing it
 DOCUMENTS: Final[dict[str, View]] = {
-    "broker": views.broker_status,
-    "topics": lambda server: views.topic_list(_broker(server)),
-    "groups": lambda server: views.group_list(_broker(server)),
-    "connections": views.connection_list,
-    "store": lambda server: views.store_status(_broker(server)),
+    "broker": lambda server, _query: views.broker_status(server),
+    "topics": lambda server, _query: views.topic_list(_broker(server)),
+    "groups": lambda server, _query: views.group_list(_broker(server)),
+    "group": _group,
+    "connections": lambda server, _query: views.connection_list(server),
+    "store": lambda server, _query: views.store_status(_broker(server)),
 }
-
-
-class LoopUnavailableError(Exception):
-    """The event loop did not compute the document (not attached, stopped or too late)."""
 
 
 @dataclass(slots=True)
@@ -90,8 +112,10 @@ class LoopBridge:
     server: BrokerServer
     token: trio.lowlevel.TrioToken
 
-    def compute(self, view: View, timeout_s: float | None = None) -> views.Json:
-        """`view(server)` run on the loop thread; LoopUnavailableError if the loop is gone or
+    def compute(
+        self, view: View, query: Mapping[str, str], timeout_s: float | None = None
+    ) -> views.Json:
+        """`view(server, query)` run on the loop thread; LoopUnavailableError if the loop is gone or
         has not run it within `timeout_s` (`VIEW_TIMEOUT_S`). A view's exception is raised."""
         timeout_s = VIEW_TIMEOUT_S if timeout_s is None else timeout_s
         done = threading.Event()
@@ -100,7 +124,7 @@ class LoopBridge:
         def job() -> None:
             # A callback that raises would crash the loop: every exception is handed over.
             try:
-                outcome.append(view(self.server))
+                outcome.append(view(self.server, query))
             except Exception as exc:
                 outcome.append(exc)
             done.set()
@@ -150,21 +174,26 @@ class HttpEndpoint:
         if path.startswith("/static/") and path[len("/static/") :] in STATIC_FILES:
             return _static(start_response, path[len("/static/") :])
         if path.startswith("/api/") and path.endswith(".json"):
-            view = DOCUMENTS.get(path[len("/api/") : -len(".json")])
-            if view is not None:
-                return self._document(start_response, view)
+            name = path[len("/api/") : -len(".json")]
+            if name in DOCUMENTS:
+                query = dict(parse_qsl(str(environ.get("QUERY_STRING") or "")))
+                return self._document(start_response, name, query)
         return _plain(start_response, "404 Not Found", "not found\n")
 
-    def _document(self, start_response: StartResponse, view: View) -> Iterable[bytes]:
+    def _document(
+        self, start_response: StartResponse, name: str, query: Mapping[str, str]
+    ) -> Iterable[bytes]:
         bridge = self.bridge
         try:
             if bridge is None:
                 raise LoopUnavailableError("the broker is not serving yet")
-            document = bridge.compute(view)
+            document = bridge.compute(DOCUMENTS[name], query)
         except LoopUnavailableError as exc:
             return _json(start_response, "503 Service Unavailable", {"error": str(exc)})
+        except DocumentError as exc:
+            return _json(start_response, exc.status, {"error": str(exc)})
         except Exception as exc:
-            log.exception("dashboard_view_failed", view=getattr(view, "__name__", "?"))
+            log.exception("dashboard_view_failed", document=name)
             body = {"error": f"the document could not be computed: {type(exc).__name__}"}
             return _json(start_response, "500 Internal Server Error", body)
         return _json(start_response, "200 OK", document)

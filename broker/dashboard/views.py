@@ -10,7 +10,8 @@ loop bridge. They read, never change, and return plain JSON-ready dicts:
 | `topic_stats(broker, topic)` | one topic of `/api/topics.json` | topic table, consume queues |
 | `topic_list(broker)` | `/api/topics.json` | every topic through `topic_stats` |
 | `consume_stats(broker, group)` | one group of `/api/groups.json` | committed offsets, queues |
-| `group_list(broker)` | `/api/groups.json` | every group through `consume_stats` |
+| `group_list(broker)` | `/api/groups.json` | every group's totals through `consume_stats` |
+| `group_detail(broker, group)` | `/api/group.json?group=G` | one group's queues, with times |
 | `connection_list(server)` | `/api/connections.json` | open connections, client tables |
 | `store_status(broker)` | `/api/store.json` | the store's offsets, segments, flags |
 
@@ -19,6 +20,8 @@ offset, store time of the last message) and `consume_stats` what GET_CONSUME_STA
 (broker offset, consumer offset, store time of the last consumed message), so the admin
 processors can share them. Rates are not computed here: each document carries cumulative
 offsets and `now_ms`, and the page divides the difference of two polls by their interval.
+A store time costs two file reads (the consume-queue unit, then the record): the lists read
+none, `group_detail` reads them for the one group the page shows.
 
 Output is bounded so the page can poll every 2 s: at most `MAX_TOPICS` topics, `MAX_GROUPS`
 groups, `MAX_QUEUES` queues per topic or group and `MAX_CONNECTIONS` connections; a capped list
@@ -114,11 +117,13 @@ def broker_status(server: BrokerServer) -> Json:
     }
 
 
-def topic_stats(broker: BrokerContext, topic: str, queue_limit: int | None = None) -> Json | None:
+def topic_stats(
+    broker: BrokerContext, topic: str, queue_limit: int | None = None, *, times: bool = True
+) -> Json | None:
     """One topic's queues as GET_TOPIC_STATS_INFO counts them (its write queues): min and max
     logical offset and the store time of the last message (0 when empty); None if unknown.
     With `queue_limit`, only that many queues are listed (and read for their time); the
-    totals count them all."""
+    totals count them all. `times=False` reads no time (0): a time is a read of two files."""
     config = broker.topics.find(topic)
     if config is None:
         return None
@@ -129,7 +134,7 @@ def topic_stats(broker: BrokerContext, topic: str, queue_limit: int | None = Non
         high = consume.max_offset_in_queue(topic, queue_id) if consume else 0
         queues.append({"queue_id": queue_id, "min_offset": low, "max_offset": high, "last": 0})
     shown, omitted = _capped(queues, queue_limit)
-    for queue in shown:
+    for queue in shown if times else ():
         if consume is not None and queue["max_offset"] > 0:
             offset = queue["max_offset"] - 1
             queue["last"] = consume.store_timestamp_at(topic, queue["queue_id"], offset) or 0
@@ -159,7 +164,9 @@ def topic_list(broker: BrokerContext) -> Json:
     names = sorted(broker.topics.topics(), key=lambda name: (_is_system(name, system), name))
     shown = names[:MAX_TOPICS]
     topics = [
-        stats for name in shown if (stats := topic_stats(broker, name, MAX_QUEUES)) is not None
+        stats
+        for name in shown
+        if (stats := topic_stats(broker, name, MAX_QUEUES, times=False)) is not None
     ]
     return {
         "now_ms": _now_ms(),
@@ -179,12 +186,14 @@ def _group_topics(broker: BrokerContext, group: str) -> list[str]:
     return sorted(topics)
 
 
-def consume_stats(broker: BrokerContext, group: str, queue_limit: int | None = None) -> Json:
+def consume_stats(
+    broker: BrokerContext, group: str, queue_limit: int | None = None, *, times: bool = True
+) -> Json:
     """`group`'s progress as GET_CONSUME_STATS counts it: per readable queue of each of its
     topics the broker offset (queue max), the consumer offset (committed, 0 before any commit)
     and the store time of the last consumed message (0 before any); `lag` is their difference.
     With `queue_limit`, only that many queues are listed (and read for their time); the totals
-    count them all."""
+    count them all. `times=False` reads no time (0)."""
     rows: list[Json] = []
     consume = broker.consume
     for topic in _group_topics(broker, group):
@@ -205,7 +214,7 @@ def consume_stats(broker: BrokerContext, group: str, queue_limit: int | None = N
                 }
             )
     shown, omitted = _capped(rows, queue_limit)
-    for row in shown:
+    for row in shown if times else ():
         if consume is not None and row["consumer_offset"] > 0:
             offset = row["consumer_offset"] - 1
             row["last"] = consume.store_timestamp_at(row["topic"], row["queue_id"], offset) or 0
@@ -222,16 +231,29 @@ def consume_stats(broker: BrokerContext, group: str, queue_limit: int | None = N
     }
 
 
+def _group_names(broker: BrokerContext) -> list[str]:
+    return sorted(set(broker.offsets.group_names()) | set(broker.consumers.group_table()))
+
+
 def group_list(broker: BrokerContext) -> Json:
-    """Every consumer group with committed offsets or live clients, as `consume_stats` has it."""
-    names = sorted(set(broker.offsets.group_names()) | set(broker.consumers.group_table()))
+    """Every consumer group with committed offsets or live clients: `consume_stats`'s totals,
+    no queue listed (`group_detail` lists them for one group)."""
+    names = _group_names(broker)
     shown = names[:MAX_GROUPS]
     return {
         "now_ms": _now_ms(),
-        "groups": [consume_stats(broker, name, MAX_QUEUES) for name in shown],
+        "groups": [consume_stats(broker, name, 0, times=False) for name in shown],
         "omitted": len(names) - len(shown),
         "limit": MAX_GROUPS,
     }
+
+
+def group_detail(broker: BrokerContext, group: str) -> Json | None:
+    """One group as `consume_stats` has it, its first `MAX_QUEUES` queues listed with their
+    times; None when no group of that name committed an offset or has a live client."""
+    if group not in _group_names(broker):
+        return None
+    return {"now_ms": _now_ms(), **consume_stats(broker, group, MAX_QUEUES)}
 
 
 def connection_list(server: BrokerServer) -> Json:

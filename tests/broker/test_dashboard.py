@@ -45,8 +45,8 @@ async def get(port: int, path: str, method: str = "GET") -> tuple[int, dict[str,
     return await trio.to_thread.run_sync(fetch, port, path, method)
 
 
-async def document(port: int, name: str) -> dict[str, Any]:
-    status, headers, body = await get(port, f"/api/{name}.json")
+async def document(port: int, name: str, query: str = "") -> dict[str, Any]:
+    status, headers, body = await get(port, f"/api/{name}.json{query}")
     assert (status, headers["Content-Type"]) == (200, "application/json"), body
     value = json.loads(body)
     assert isinstance(value, dict)
@@ -76,8 +76,9 @@ async def test_documents_count_what_was_sent_and_committed(
         groups = await document(port, "groups")
         billing = next(g for g in groups["groups"] if g["group"] == "billing")
         assert (billing["lag"], billing["clients"], billing["topics"]) == (7, 1, ["Shipments"])
+        assert billing["queues"] == [] and billing["queues_omitted"] == 4  # totals only
         await consumer.commit("Shipments", 0, 3)
-        billing = views.consume_stats(broker.server.broker, "billing")
+        billing = await document(port, "group", "?group=billing")
         assert [(q["queue_id"], q["broker_offset"], q["consumer_offset"], q["lag"]) for q in
                 billing["queues"][:2]] == [(0, 4, 3, 1), (1, 3, 0, 3)]  # fmt: skip
         assert billing["lag"] == 4 and billing["queues"][0]["last"] > 0
@@ -115,6 +116,10 @@ async def test_routes_methods_and_the_page(nursery: trio.Nursery, tmp_path: path
     assert status == 200 and b"rmq_broker_store_written_offset_bytes" in metrics
     for path in ("/nope", "/api/nope.json", "/static/../views.py", "/static/", "/api/store"):
         assert (await get(port, path))[0] == 404, path
+    status, _, body = await get(port, "/api/group.json?group=nobody")
+    assert (status, json.loads(body)) == (404, {"error": "no such consumer group"})
+    status, _, body = await get(port, "/api/group.json")
+    assert status == 400 and "group=NAME" in json.loads(body)["error"]
     for method in ("POST", "PUT", "DELETE"):
         status, headers, _ = await get(port, "/api/store.json", method)
         assert (status, headers["Allow"]) == (405, "GET")
@@ -157,7 +162,7 @@ async def test_a_busy_loop_gets_503_and_a_failing_view_500_never_the_loop(
     status, _, body = answers[0]
     assert status == 503 and "did not answer in 0.3 s" in json.loads(body)["error"]
 
-    def broken(_server: object) -> views.Json:
+    def broken(_server: object, _query: object) -> views.Json:
         raise KeyError("boom")
 
     monkeypatch.setitem(http.DOCUMENTS, "store", broken)
@@ -184,8 +189,9 @@ async def test_no_page_shows_an_acl_secret(nursery: trio.Nursery, tmp_path: path
     broker = await start(nursery, tmp_path, acl_enable=True, acl_file=str(acl_file))
     port = http_port(broker)
     pages = [await get(port, path) for path in ("/", "/static/app.js", "/metrics")]
-    pages += [await get(port, f"/api/{name}.json") for name in http.DOCUMENTS]
+    pages += [await get(port, f"/api/{name}.json") for name in http.DOCUMENTS if name != "group"]
     assert all(status == 200 for status, _, _ in pages)
+    pages.append(await get(port, "/api/group.json?group=dashboard-user"))
     assert (await document(port, "broker"))["acl_enable"] is True
     for _, _, body in pages:
         assert b"s3cret-never-shown" not in body and b"dashboard-user" not in body

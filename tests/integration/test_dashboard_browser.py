@@ -149,7 +149,12 @@ async def _read_the_page(
     await until(page, group_rows, lambda t: lag_shown(t) == total - PER_QUEUE, "a falling lag")
     row_js = f"document.querySelector('#groups-table tr[data-group=\"{GROUP}\"]')"
     await page.evaluate(f"{row_js}.click()")  # a person clicks the group for its queues
-    assert await page.evaluate("document.getElementById('chart-group').innerText") == GROUP
+    await until(
+        page,
+        lambda p: p.evaluate("document.getElementById('chart-group').innerText"),
+        lambda shown: shown == GROUP,
+        "the group's queues",
+    )
     detail = await rows(page, "queues-table")
     assert [r[:5] for r in detail[:2]] == [
         [TOPIC, "0", f"{PER_QUEUE}", f"{PER_QUEUE}", "0"],

@@ -154,7 +154,7 @@
       tr.addEventListener("click", () => {
         selected = g.group;
         for (const r of rows) r.className = r.dataset.group === selected ? "selected" : "";
-        renderGroupDetail(g);
+        showGroup(selected);
       });
       cell(tr, g.group);
       cell(tr, g.topics.join(", "));
@@ -171,7 +171,16 @@
     }
     fill($("groups-table").tBodies[0], rows);
     omitted("groups-note", doc, "groups");
-    renderGroupDetail(doc.groups.find((g) => g.group === selected));
+  }
+
+  // The selected group's queues come from its own document: it reads their store times.
+  async function showGroup(name) {
+    if (name === null) {
+      renderGroupDetail(null);
+      return;
+    }
+    const detail = await fetchDoc(`group.json?group=${encodeURIComponent(name)}`);
+    if (detail.group === selected) renderGroupDetail(detail);
   }
 
   function renderGroupDetail(group) {
@@ -188,6 +197,11 @@
       cell(tr, time(q.last));
       return tr;
     });
+    if (group.queues_omitted) {
+      const tr = document.createElement("tr");
+      cell(tr, `${group.queues_omitted} more queues not listed`).colSpan = 6;
+      rows.push(tr);
+    }
     fill($("queues-table").tBodies[0], rows);
     drawChart($("chart"), history.get(group.group) ?? []);
   }
@@ -270,7 +284,8 @@
   }
 
   async function fetchDoc(name) {
-    const response = await fetch(`/api/${name}.json`, { cache: "no-store" });
+    const path = name.includes(".json") ? name : `${name}.json`;
+    const response = await fetch(`/api/${path}`, { cache: "no-store" });
     const body = await response.json();
     if (!response.ok) throw new Error(body.error || `${name}: HTTP ${response.status}`);
     return body;
@@ -285,6 +300,7 @@
       latest = next;
       render();
       renderGroups(latest.groups, previous?.groups);
+      await showGroup(selected);
       status.textContent = `updated ${time(latest.broker.now_ms)}, every ${POLL_MS / 1000} s`;
       status.className = "";
     } catch (err) {
