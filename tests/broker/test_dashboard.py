@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import pathlib
 import threading
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -156,9 +155,10 @@ async def test_a_busy_loop_gets_503_and_a_failing_view_500_never_the_loop(
     answers: list[tuple[int, dict[str, str], bytes]] = []
     worker = threading.Thread(target=lambda: answers.append(fetch(port, "/api/store.json")))
     worker.start()
-    # The event loop is stuck here: the view cannot run.
-    time.sleep(1.5)  # noqa: ASYNC251
-    worker.join()
+    # The event loop is stuck here until the answer has come: the view cannot run. A bridge
+    # that waited for the loop without a bound would never answer (the join gives up).
+    worker.join(10)
+    assert answers, "no answer while the event loop was stuck"
     status, _, body = answers[0]
     assert status == 503 and "did not answer in 0.3 s" in json.loads(body)["error"]
 
