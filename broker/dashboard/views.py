@@ -7,9 +7,9 @@ loop bridge. They read, never change, and return plain JSON-ready dicts:
 | function | document | read from |
 |---|---|---|
 | `broker_status(server)` | `/api/broker.json` | config, listeners, table sizes |
-| `topic_stats(broker, topic)` | one topic of `/api/topics.json` | topic table, consume queues |
+| `topic_stats(broker, topic, ...)` | one topic of `/api/topics.json` | topics, consume queues |
 | `topic_list(broker)` | `/api/topics.json` | every topic through `topic_stats` |
-| `consume_stats(broker, group)` | one group of `/api/groups.json` | committed offsets, queues |
+| `consume_stats(broker, group, ...)` | one group of `/api/groups.json` | offsets, queues |
 | `group_list(broker)` | `/api/groups.json` | every group's totals through `consume_stats` |
 | `group_detail(broker, group)` | `/api/group.json?group=G` | one group's queues, with times |
 | `connection_list(server)` | `/api/connections.json` | open connections, client tables |
@@ -18,7 +18,8 @@ loop bridge. They read, never change, and return plain JSON-ready dicts:
 `topic_stats` answers what 4.9's GET_TOPIC_STATS_INFO answers per queue (min offset, max
 offset, store time of the last message) and `consume_stats` what GET_CONSUME_STATS answers
 (broker offset, consumer offset, store time of the last consumed message), so the admin
-processors can share them. Rates are not computed here: each document carries cumulative
+processors can share them (called without `queue_limit`, they list every queue with its
+time, as the admin bodies do). Rates are not computed here: each document carries cumulative
 offsets and `now_ms`, and the page divides the difference of two polls by their interval.
 A store time costs two file reads (the consume-queue unit, then the record): the lists read
 none, `group_detail` reads them for the one group the page shows.
