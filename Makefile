@@ -18,9 +18,11 @@ $(VENV)/.run-installed: pyproject.toml constraints.txt | $(PY)
 	$(PIP) install -q -c constraints.txt -e .
 	touch $@
 
-# pyfuse3 (the power-cut file system of tests/powercut) builds against the system's libfuse3.
+# pyfuse3 (the power-cut file system of tests/powercut) builds against the system's libfuse3;
+# the dashboard's browser test drives the system's Chromium.
 $(VENV)/.test-installed: pyproject.toml constraints.txt | $(PY)
 	bash tests/powercut/install-fuse.sh
+	bash tests/install-chromium.sh
 	$(PIP) install -q -c constraints.txt -e '.[test,spark,bench]'
 	touch $@ $(VENV)/.run-installed
 

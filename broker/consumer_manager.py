@@ -16,8 +16,9 @@ relay a request to it (GET_CONSUMER_RUNNING_INFO).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 import structlog
@@ -172,6 +173,10 @@ class ConsumerManager:
             for name in list(self._groups)
             if topic in self._groups[name].subscriptions and self.group_info(name) is not None
         )
+
+    def group_table(self) -> Mapping[str, ConsumerGroupInfo]:
+        """The live groups, read-only: their clients and subscriptions."""
+        return MappingProxyType(self._groups)
 
     def subscription(self, group: str, topic: str) -> SubscriptionData | None:
         info = self._groups.get(group)

@@ -84,7 +84,7 @@ class ConsumerOffsetManager:
                 self._dirty = True
 
     def topics_of(self, group: str) -> list[str]:
-        """The topics `group` has committed offsets of."""
+        """The topics `group` has committed offsets of (upstream's whichTopicByConsumer)."""
         suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
         return sorted(key[: -len(suffix)] for key in self._table if key.endswith(suffix))
 
@@ -103,6 +103,10 @@ class ConsumerOffsetManager:
     def groups_of(self, topic: str) -> list[str]:
         prefix = f"{topic}{TOPIC_GROUP_SEPARATOR}"
         return [key[len(prefix) :] for key in self._table if key.startswith(prefix)]
+
+    def group_names(self) -> list[str]:
+        """Every group that committed an offset, in name order."""
+        return sorted({key.rpartition(TOPIC_GROUP_SEPARATOR)[2] for key in self._table})
 
     def snapshot(self) -> dict[str, dict[str, int]]:
         """The table as RocketMQ writes it (queue ids as JSON object keys)."""

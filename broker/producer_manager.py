@@ -12,8 +12,9 @@ groups, so the table is bounded by `max_connections`, never by what one peer sen
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 import structlog
@@ -104,6 +105,10 @@ class ProducerManager:
         """The live connections of producer group `group` (expired ones left out)."""
         cutoff = self._clock() - CHANNEL_EXPIRED_S
         return [ch for ch in self._groups.get(group, {}).values() if ch.last_seen >= cutoff]
+
+    def group_table(self) -> Mapping[str, Mapping[int, Channel]]:
+        """The live producer groups, read-only: connection id -> channel."""
+        return MappingProxyType(self._groups)
 
     def group_count(self) -> int:
         return len(self._groups)

@@ -20,34 +20,13 @@ import structlog
 import trio
 
 from broker.acl.validator import shared_validator
-from broker.admin.group_table import group_processors
 from broker.config import BrokerConfig, ConfigError, HostPort
 from broker.connection import Connection, Dispatcher, peer_address
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.context import BrokerContext
 from broker.metrics import BrokerMetrics
+from broker.processor_table import broker_processors, namesrv_processors
 from broker.processors import RequestProcessor
-from broker.processors.admin import DeleteExpiredCommitLogProcessor
-from broker.processors.consumer import (
-    GetConsumerListByGroupProcessor,
-    GetMaxOffsetProcessor,
-    GetMinOffsetProcessor,
-    QueryConsumerOffsetProcessor,
-    SearchOffsetByTimestampProcessor,
-    UpdateConsumerOffsetProcessor,
-)
-from broker.processors.end_transaction import EndTransactionProcessor
-from broker.processors.lock import LockBatchMqProcessor, UnlockBatchMqProcessor
-from broker.processors.namesrv import (
-    GetBrokerClusterInfoProcessor,
-    GetRouteInfoProcessor,
-    HeartbeatProcessor,
-    UnregisterClientProcessor,
-)
-from broker.processors.pull import PullMessageProcessor
-from broker.processors.query import QueryMessageProcessor, ViewMessageByIdProcessor
-from broker.processors.send import SendMessageProcessor
-from broker.processors.send_back import ConsumerSendMsgBackProcessor
 from broker.read_budget import ReadBudget
 from broker.rebalance_lock import RebalanceLockManager
 from broker.resources import bind_error, raise_open_files_limit
@@ -57,7 +36,6 @@ from broker.subscription_group import SubscriptionGroupManager
 from broker.tls import shared_acceptor
 from broker.topic_config import TopicConfigManager
 from broker.transaction import TransactionService
-from protocol.codes import RequestCode
 from store.message_store import DefaultMessageStore
 
 log = structlog.get_logger()
@@ -65,47 +43,6 @@ log = structlog.get_logger()
 #: accept errors that mean "out of a resource for now": the connection stays in the backlog
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 ACCEPT_RETRY_S = 0.1
-
-
-def namesrv_processors() -> dict[int, RequestProcessor]:
-    """What the name-server role answers (also on the extra name-server port)."""
-    return {
-        RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoProcessor(),
-        RequestCode.GET_BROKER_CLUSTER_INFO: GetBrokerClusterInfoProcessor(),
-        RequestCode.HEART_BEAT: HeartbeatProcessor(),
-        RequestCode.UNREGISTER_CLIENT: UnregisterClientProcessor(),
-    }
-
-
-def broker_processors() -> dict[int, RequestProcessor]:
-    """The processor table of the broker port: request code -> processor."""
-    send = SendMessageProcessor()
-    table: dict[int, RequestProcessor] = {
-        RequestCode.SEND_MESSAGE: send,
-        RequestCode.SEND_MESSAGE_V2: send,
-        RequestCode.SEND_BATCH_MESSAGE: send,
-    }
-    table.update(
-        {
-            RequestCode.PULL_MESSAGE: PullMessageProcessor(),
-            RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetProcessor(),
-            RequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetProcessor(),
-            RequestCode.GET_MAX_OFFSET: GetMaxOffsetProcessor(),
-            RequestCode.GET_MIN_OFFSET: GetMinOffsetProcessor(),
-            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetByTimestampProcessor(),
-            RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupProcessor(),
-            RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackProcessor(),
-            RequestCode.TRIGGER_DELETE_FILES: DeleteExpiredCommitLogProcessor(),
-            RequestCode.END_TRANSACTION: EndTransactionProcessor(),
-            RequestCode.LOCK_BATCH_MQ: LockBatchMqProcessor(),
-            RequestCode.UNLOCK_BATCH_MQ: UnlockBatchMqProcessor(),
-            RequestCode.QUERY_MESSAGE: QueryMessageProcessor(),
-            RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageByIdProcessor(),
-        }
-    )
-    table.update(group_processors())
-    table.update(namesrv_processors())
-    return table
 
 
 class BrokerServer:
@@ -118,6 +55,8 @@ class BrokerServer:
         self.namesrv_addresses: list[tuple[str, int]] = []
         self.connections: set[Connection] = set()
         self.refused_connections = 0
+        #: the port of /metrics and the dashboard, when `metrics_listen` is set
+        self.http_port: int | None = None
         self._refusing = False
         self._shutdown = trio.Event()
         self._all_closed = trio.Event()
@@ -301,7 +240,7 @@ async def serve(
     metrics = BrokerMetrics()
     async with (
         DefaultMessageStore.open(config.store, flusher=timed_flusher(metrics)) as store,
-        serving_metrics(config, store, metrics),
+        serving_metrics(config, store, metrics) as http,
     ):
         topics = TopicConfigManager(
             root / "config" / "topics.json",
@@ -324,6 +263,9 @@ async def serve(
         server = BrokerServer(broker)
         server.addresses = addresses
         server.namesrv_addresses = _bound(namesrv_listeners)
+        if http is not None:
+            http.attach(server, trio.lowlevel.current_trio_token())
+            server.http_port = http.port
         _settle_garbage_collector()
         async with trio.open_nursery() as background:
             await background.start(

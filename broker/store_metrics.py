@@ -1,6 +1,6 @@
 """The store's figures on the broker's /metrics page: the adapter from `DefaultMessageStore` to
-`broker.metrics.StoreStatsProvider`, the timed flusher, and the endpoint's lifetime beside the
-store's.
+`broker.metrics.StoreStatsProvider`, the timed flusher, and the HTTP port's lifetime (/metrics
+and the dashboard, `broker.dashboard.http`) beside the store's.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import structlog
 import trio
 
 from broker.config import BrokerConfig
-from broker.metrics import BrokerMetrics, MetricsServer, serve_metrics
+from broker.dashboard.http import HttpEndpoint, serve_http
+from broker.metrics import BrokerMetrics, MetricsServer
 from broker.resources import bind_error
 from store.flush import Flusher, thread_flusher
 from store.mapped_file import MappedFile
@@ -75,19 +76,26 @@ def timed_flusher(metrics: BrokerMetrics) -> Flusher:
 @contextlib.asynccontextmanager
 async def serving_metrics(
     config: BrokerConfig, store: DefaultMessageStore, metrics: BrokerMetrics
-) -> AsyncIterator[BrokerMetrics]:
+) -> AsyncIterator[HttpEndpoint | None]:
+    """Serve the HTTP port (/metrics and the dashboard) while the store is open; yields its
+    endpoint, to attach the broker to once built, or None when `metrics_listen` is off."""
     server: MetricsServer | None = None
+    endpoint: HttpEndpoint | None = None
     if config.metrics_listen is not None:
         metrics.attach_store(_StoreStats(store))
         listen = config.metrics_listen
+        endpoint = HttpEndpoint(metrics)
         try:
-            server = await trio.to_thread.run_sync(serve_metrics, listen.host, listen.port, metrics)
+            server = await trio.to_thread.run_sync(serve_http, listen.host, listen.port, endpoint)
         except OSError as exc:
             raise bind_error("metrics_listen", listen, exc) from None
+        endpoint.port = server.port
         log.info("metrics_listening", host=listen.host, port=server.port)
     try:
-        yield metrics
+        yield endpoint
     finally:
+        if endpoint is not None:
+            endpoint.detach()
         if server is not None:
             await trio.to_thread.run_sync(server.close)
         metrics.detach_store()

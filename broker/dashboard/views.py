@@ -1,0 +1,305 @@
+"""The dashboard's documents, computed from the broker's own tables; one function per document.
+
+Every function here is synchronous and must run on the broker's event loop thread (the tables
+change there, between awaits): the HTTP side hands them over with `broker.dashboard.http`'s
+loop bridge. They read, never change, and return plain JSON-ready dicts:
+
+| function | document | read from |
+|---|---|---|
+| `broker_status(server)` | `/api/broker.json` | config, listeners, table sizes |
+| `topic_stats(broker, topic, ...)` | one topic of `/api/topics.json` | topics, consume queues |
+| `topic_list(broker)` | `/api/topics.json` | every topic through `topic_stats` |
+| `consume_stats(broker, group, ...)` | one group of `/api/groups.json` | offsets, queues |
+| `group_list(broker)` | `/api/groups.json` | every group's totals through `consume_stats` |
+| `group_detail(broker, group)` | `/api/group.json?group=G` | one group's queues, with times |
+| `connection_list(server)` | `/api/connections.json` | open connections, client tables |
+| `store_status(broker)` | `/api/store.json` | the store's offsets, segments, flags |
+
+`topic_stats` answers what 4.9's GET_TOPIC_STATS_INFO answers per queue (min offset, max
+offset, store time of the last message) and `consume_stats` what GET_CONSUME_STATS answers
+(broker offset, consumer offset, store time of the last consumed message), so the admin
+processors can share them (called without `queue_limit`, they list every queue with its
+time, as the admin bodies do). Rates are not computed here: each document carries cumulative
+offsets and `now_ms`, and the page divides the difference of two polls by their interval.
+A store time costs two file reads (the consume-queue unit, then the record): the lists read
+none, `group_detail` reads them for the one group the page shows.
+
+Output is bounded so the page can poll every 2 s: at most `MAX_TOPICS` topics, `MAX_GROUPS`
+groups, `MAX_QUEUES` queues per topic or group and `MAX_CONNECTIONS` connections; a capped list
+says how many it left out (`"omitted": n`). Nothing here reads the ACL table.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from broker import __version__
+from broker.metrics import RUNNING_FLAG_BITS
+from broker.topic_config import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    PERM_READ,
+    PERM_WRITE,
+    REPLY_TOPIC_POSTFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicConfig,
+)
+from store.message_store import DefaultMessageStore
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+    from broker.server import BrokerServer
+
+MAX_TOPICS: Final = 100
+MAX_GROUPS: Final = 50
+MAX_QUEUES: Final = 64
+MAX_CONNECTIONS: Final = 200
+SYSTEM_PREFIXES: Final = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, "RMQ_SYS_", "rmq_sys_")
+
+Json = dict[str, Any]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _perm_text(perm: int) -> str:
+    return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
+
+
+def _system_topics(broker: BrokerContext) -> set[str]:
+    """Topics the broker keeps for itself: templates, schedule, transactions, the cluster's and
+    the broker's own (4.9's TopicValidator system topics); retries and DLQs by prefix."""
+    config = broker.config
+    return {
+        *NOT_ALLOWED_SEND_TOPICS,
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        BENCHMARK_TOPIC,
+        config.broker_cluster_name,
+        config.broker_name,
+        f"{config.broker_cluster_name}_{REPLY_TOPIC_POSTFIX}",
+    }
+
+
+def _is_system(topic: str, system: set[str]) -> bool:
+    return topic in system or topic.startswith(SYSTEM_PREFIXES)
+
+
+def _capped(items: list[Json], limit: int | None) -> tuple[list[Json], int]:
+    if limit is None:
+        return items, 0
+    return items[:limit], max(0, len(items) - limit)
+
+
+def broker_status(server: BrokerServer) -> Json:
+    """Who this broker is and how it runs: names, addresses, role, permission, table sizes."""
+    broker = server.broker
+    config = broker.config
+    return {
+        "now_ms": _now_ms(),
+        "version": __version__,
+        "cluster": config.broker_cluster_name,
+        "broker_name": config.broker_name,
+        "broker_addr": broker.addr,
+        "listen": [f"{host}:{port}" for host, port in server.addresses],
+        "namesrv_listen": [f"{host}:{port}" for host, port in server.namesrv_addresses],
+        "role": config.store.broker_role.name,
+        "flush_disk_type": config.store.flush_disk_type.name,
+        "permission": _perm_text(config.broker_permission),
+        "acl_enable": config.acl_enable,
+        "topics": len(broker.topics.topics()),
+        "consumer_groups": broker.consumers.group_count,
+        "producer_groups": broker.producers.group_count(),
+        "connections": len(server.connections),
+        "refused_connections": server.refused_connections,
+    }
+
+
+def topic_stats(
+    broker: BrokerContext, topic: str, queue_limit: int | None = None, *, times: bool = True
+) -> Json | None:
+    """One topic's queues as GET_TOPIC_STATS_INFO counts them (its write queues): min and max
+    logical offset and the store time of the last message (0 when empty); None if unknown.
+    With `queue_limit`, only that many queues are listed (and read for their time); the
+    totals count them all. `times=False` reads no time (0): a time is a read of two files."""
+    config = broker.topics.find(topic)
+    if config is None:
+        return None
+    consume = broker.consume
+    queues: list[Json] = []
+    for queue_id in range(config.write_queue_nums):
+        low = max(0, consume.min_offset_in_queue(topic, queue_id)) if consume else 0
+        high = consume.max_offset_in_queue(topic, queue_id) if consume else 0
+        queues.append({"queue_id": queue_id, "min_offset": low, "max_offset": high, "last": 0})
+    shown, omitted = _capped(queues, queue_limit)
+    for queue in shown if times else ():
+        if consume is not None and queue["max_offset"] > 0:
+            offset = queue["max_offset"] - 1
+            queue["last"] = consume.store_timestamp_at(topic, queue["queue_id"], offset) or 0
+    return {
+        **_topic_config(config, _system_topics(broker)),
+        "messages": sum(q["max_offset"] - q["min_offset"] for q in queues),
+        "max_offset_total": sum(q["max_offset"] for q in queues),
+        "queues": shown,
+        "queues_omitted": omitted,
+    }
+
+
+def _topic_config(config: TopicConfig, system: set[str]) -> Json:
+    return {
+        "topic": config.topic_name,
+        "read_queues": config.read_queue_nums,
+        "write_queues": config.write_queue_nums,
+        "perm": _perm_text(config.perm),
+        "order": config.order,
+        "system": _is_system(config.topic_name, system),
+    }
+
+
+def topic_list(broker: BrokerContext) -> Json:
+    """Every topic (user topics first, then by name), each as `topic_stats` has it."""
+    system = _system_topics(broker)
+    names = sorted(broker.topics.topics(), key=lambda name: (_is_system(name, system), name))
+    shown = names[:MAX_TOPICS]
+    topics = [
+        stats
+        for name in shown
+        if (stats := topic_stats(broker, name, MAX_QUEUES, times=False)) is not None
+    ]
+    return {
+        "now_ms": _now_ms(),
+        "topics": topics,
+        "omitted": len(names) - len(shown),
+        "limit": MAX_TOPICS,
+    }
+
+
+def _group_topics(broker: BrokerContext, group: str) -> list[str]:
+    """The topics of `group`: those it committed offsets in and those its live clients
+    subscribe to (a group that has not committed yet already has a lag)."""
+    topics = set(broker.offsets.topics_of(group))
+    info = broker.consumers.group_table().get(group)
+    if info is not None:
+        topics.update(info.subscriptions)
+    return sorted(topics)
+
+
+def consume_stats(
+    broker: BrokerContext, group: str, queue_limit: int | None = None, *, times: bool = True
+) -> Json:
+    """`group`'s progress as GET_CONSUME_STATS counts it: per readable queue of each of its
+    topics the broker offset (queue max), the consumer offset (committed, 0 before any commit)
+    and the store time of the last consumed message (0 before any); `lag` is their difference.
+    With `queue_limit`, only that many queues are listed (and read for their time); the totals
+    count them all. `times=False` reads no time (0)."""
+    rows: list[Json] = []
+    consume = broker.consume
+    for topic in _group_topics(broker, group):
+        config = broker.topics.find(topic)
+        if config is None:
+            continue
+        for queue_id in range(config.read_queue_nums):
+            high = consume.max_offset_in_queue(topic, queue_id) if consume else 0
+            committed = max(0, broker.offsets.query(group, topic, queue_id) or 0)
+            rows.append(
+                {
+                    "topic": topic,
+                    "queue_id": queue_id,
+                    "broker_offset": high,
+                    "consumer_offset": committed,
+                    "lag": max(0, high - committed),
+                    "last": 0,
+                }
+            )
+    shown, omitted = _capped(rows, queue_limit)
+    for row in shown if times else ():
+        if consume is not None and row["consumer_offset"] > 0:
+            offset = row["consumer_offset"] - 1
+            row["last"] = consume.store_timestamp_at(row["topic"], row["queue_id"], offset) or 0
+    info = broker.consumers.group_table().get(group)
+    return {
+        "group": group,
+        "topics": sorted({row["topic"] for row in rows}),
+        "clients": len(info.clients) if info is not None else 0,
+        "lag": sum(row["lag"] for row in rows),
+        "broker_offset_total": sum(row["broker_offset"] for row in rows),
+        "consumer_offset_total": sum(row["consumer_offset"] for row in rows),
+        "queues": shown,
+        "queues_omitted": omitted,
+    }
+
+
+def _group_names(broker: BrokerContext) -> list[str]:
+    return sorted(set(broker.offsets.group_names()) | set(broker.consumers.group_table()))
+
+
+def group_list(broker: BrokerContext) -> Json:
+    """Every consumer group with committed offsets or live clients: `consume_stats`'s totals,
+    no queue listed (`group_detail` lists them for one group)."""
+    names = _group_names(broker)
+    shown = names[:MAX_GROUPS]
+    return {
+        "now_ms": _now_ms(),
+        "groups": [consume_stats(broker, name, 0, times=False) for name in shown],
+        "omitted": len(names) - len(shown),
+        "limit": MAX_GROUPS,
+    }
+
+
+def group_detail(broker: BrokerContext, group: str) -> Json | None:
+    """One group as `consume_stats` has it, its first `MAX_QUEUES` queues listed with their
+    times; None when no group of that name committed an offset or has a live client."""
+    if group not in _group_names(broker):
+        return None
+    return {"now_ms": _now_ms(), **consume_stats(broker, group, MAX_QUEUES)}
+
+
+def connection_list(server: BrokerServer) -> Json:
+    """Open client connections with what their heartbeats registered (groups, client ids)."""
+    broker = server.broker
+    consumers: dict[int, list[str]] = {}
+    for group, info in broker.consumers.group_table().items():
+        for client_id, client in info.clients.items():
+            consumers.setdefault(client.conn_id, []).append(f"{group} ({client_id})")
+    producers: dict[int, list[str]] = {}
+    for group, channels in broker.producers.group_table().items():
+        for conn_id in channels:
+            producers.setdefault(conn_id, []).append(group)
+    rows = [
+        {
+            "id": connection.conn_id,
+            "remote": connection.ctx.remote_text,
+            "requests": connection.requests,
+            "inflight": connection.inflight,
+            "consumer_groups": sorted(consumers.get(connection.conn_id, [])),
+            "producer_groups": sorted(producers.get(connection.conn_id, [])),
+        }
+        for connection in sorted(server.connections, key=lambda c: c.conn_id)
+    ]
+    shown, omitted = _capped(rows, MAX_CONNECTIONS)
+    return {"now_ms": _now_ms(), "connections": shown, "omitted": omitted}
+
+
+def store_status(broker: BrokerContext) -> Json:
+    """The commit log: segments, min/written/flushed offsets, disk ratio, the running flags."""
+    store = broker.store
+    if not isinstance(store, DefaultMessageStore):  # a test double: nothing to show
+        return {"now_ms": _now_ms()}
+    bits = store.running_flags.flag_bits
+    return {
+        "now_ms": _now_ms(),
+        "segments": store.segment_count,
+        "segment_size": store.config.mapped_file_size_commit_log,
+        "min_offset": store.min_offset,
+        "written_offset": store.max_offset,
+        "flushed_offset": store.flushed_where,
+        "unflushed_bytes": max(0, store.max_offset - store.flushed_where),
+        "disk_ratio": round(store.disk_ratio, 4),
+        "writer_queue_depth": store.writer_queue_depth,
+        "writeable": store.running_flags.is_writeable(),
+        "flags": sorted(name for name, bit in RUNNING_FLAG_BITS.items() if bits & bit),
+        "segments_deleted": store.segments_deleted,
+    }

@@ -1,0 +1,70 @@
+"""The processor tables: which processor answers each request code, on the broker port and on
+the name-server port. A request code is answered by exactly one processor."""
+
+from __future__ import annotations
+
+from broker.admin.group_table import group_processors
+from broker.processors import RequestProcessor
+from broker.processors.admin import DeleteExpiredCommitLogProcessor
+from broker.processors.consumer import (
+    GetConsumerListByGroupProcessor,
+    GetMaxOffsetProcessor,
+    GetMinOffsetProcessor,
+    QueryConsumerOffsetProcessor,
+    SearchOffsetByTimestampProcessor,
+    UpdateConsumerOffsetProcessor,
+)
+from broker.processors.end_transaction import EndTransactionProcessor
+from broker.processors.lock import LockBatchMqProcessor, UnlockBatchMqProcessor
+from broker.processors.namesrv import (
+    GetBrokerClusterInfoProcessor,
+    GetRouteInfoProcessor,
+    HeartbeatProcessor,
+    UnregisterClientProcessor,
+)
+from broker.processors.pull import PullMessageProcessor
+from broker.processors.query import QueryMessageProcessor, ViewMessageByIdProcessor
+from broker.processors.send import SendMessageProcessor
+from broker.processors.send_back import ConsumerSendMsgBackProcessor
+from protocol.codes import RequestCode
+
+
+def namesrv_processors() -> dict[int, RequestProcessor]:
+    """What the name-server role answers (also on the extra name-server port)."""
+    return {
+        RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoProcessor(),
+        RequestCode.GET_BROKER_CLUSTER_INFO: GetBrokerClusterInfoProcessor(),
+        RequestCode.HEART_BEAT: HeartbeatProcessor(),
+        RequestCode.UNREGISTER_CLIENT: UnregisterClientProcessor(),
+    }
+
+
+def broker_processors() -> dict[int, RequestProcessor]:
+    """The processor table of the broker port: request code -> processor."""
+    send = SendMessageProcessor()
+    table: dict[int, RequestProcessor] = {
+        RequestCode.SEND_MESSAGE: send,
+        RequestCode.SEND_MESSAGE_V2: send,
+        RequestCode.SEND_BATCH_MESSAGE: send,
+    }
+    table.update(
+        {
+            RequestCode.PULL_MESSAGE: PullMessageProcessor(),
+            RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetProcessor(),
+            RequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetProcessor(),
+            RequestCode.GET_MAX_OFFSET: GetMaxOffsetProcessor(),
+            RequestCode.GET_MIN_OFFSET: GetMinOffsetProcessor(),
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetByTimestampProcessor(),
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupProcessor(),
+            RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackProcessor(),
+            RequestCode.TRIGGER_DELETE_FILES: DeleteExpiredCommitLogProcessor(),
+            RequestCode.END_TRANSACTION: EndTransactionProcessor(),
+            RequestCode.LOCK_BATCH_MQ: LockBatchMqProcessor(),
+            RequestCode.UNLOCK_BATCH_MQ: UnlockBatchMqProcessor(),
+            RequestCode.QUERY_MESSAGE: QueryMessageProcessor(),
+            RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageByIdProcessor(),
+        }
+    )
+    table.update(group_processors())
+    table.update(namesrv_processors())
+    return table
