@@ -37,10 +37,16 @@ _PERM_BY_TEXT: Final = {
 }
 
 #: request codes only an admin account may send (upstream's `Permission.ADMIN_CODE`, plus
-#: TRIGGER_DELETE_FILES: deleting stored messages is not for every producer)
+#: TRIGGER_DELETE_FILES: deleting stored messages is not for every producer, and the name-server
+#: role's codes that change routes, which a 4.9 name server takes from anyone). The read-only
+#: admin codes (GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO, GET_BROKER_CONFIG, runtime info,
+#: topic lists) need a valid signature of any account, as in 4.9.
 ADMIN_CODES: Final = frozenset(
     {
         RequestCode.TRIGGER_DELETE_FILES,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
         RequestCode.UPDATE_AND_CREATE_TOPIC,
         RequestCode.UPDATE_BROKER_CONFIG,
         RequestCode.DELETE_TOPIC_IN_BROKER,
