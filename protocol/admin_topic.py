@@ -221,7 +221,7 @@ class TopicStatsTable:
         result: dict[MessageQueue, TopicOffset] = {}
         for key, value in table.entries():
             mq = MessageQueue.from_key(key, "offsetTable")
-            item = table.object_value("offsetTable", value)
+            item = table.object_value(f"{mq.broker_name}/{mq.topic}/{mq.queue_id}", value)
             result[mq] = TopicOffset(
                 item.long("minOffset", 0),
                 item.long("maxOffset", 0),
