@@ -11,6 +11,7 @@ run-time keys and is persisted (`broker.admin.runtime_config`).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 
@@ -104,9 +105,10 @@ def _store_info(store: DefaultMessageStore) -> dict[str, str]:
             f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
         ),
     }
-    consume_queues = f"{config.store_path_root_dir}/consumequeue"
+    # -1.0 before the first consume queue exists, as 4.9 answers for a missing path
+    consume_queues = os.path.join(config.store_path_root_dir, "consumequeue")
     info["consumeQueueDiskRatio"] = str(
-        disk_used_ratio(consume_queues) if store.consume is not None else ratio
+        disk_used_ratio(consume_queues) if os.path.isdir(consume_queues) else -1.0
     )
     if store.consume is not None:
         behind = store.max_offset - store.consume.dispatched_offset
