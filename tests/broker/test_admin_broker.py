@@ -222,3 +222,18 @@ async def test_acl_refuses_admin_requests_to_a_non_admin_account(
         assert "Guarded" in (await admin.topic_configs()).topic_config_table
     assert not broker.config.trace_on
     await broker.stop()
+
+
+async def test_cluster_list_finds_the_broker_and_its_figures(broker: RunningBroker) -> None:
+    """mqadmin clusterList: cluster info from the name server, then each broker's figures."""
+    await traffic(broker.port, 2, 1)
+    async with open_admin("127.0.0.1", broker.port) as namesrv:
+        cluster = await namesrv.connection.get_cluster_info()
+    assert cluster.cluster_addr_table == {"DefaultCluster": ["broker-a"]}
+    address = cluster.broker_addr_table["broker-a"].broker_addrs[0]
+    assert address == f"127.0.0.1:{broker.port}"
+    host, _, port = address.rpartition(":")
+    async with open_admin(host, int(port)) as admin:
+        info = await admin.runtime_info()
+    assert info["msgPutTotalTodayNow"] == "2"
+    assert info["msgGetTotalTodayNow"] == "1"

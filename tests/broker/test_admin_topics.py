@@ -218,3 +218,21 @@ async def test_stats_of_a_topic_a_group_consumed(broker: RunningBroker) -> None:
     # auto-created by the first send: 4 queues (the client's default), only queue 1 used
     assert {mq.queue_id: o.max_offset for mq, o in stats.items()} == {0: 0, 1: 5, 2: 0, 3: 0}
     assert all(o.last_update_timestamp == 0 for mq, o in stats.items() if mq.queue_id != 1)
+
+
+async def test_the_name_server_port_answers_the_name_server_codes(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    config = make_config(tmp_path / "store", namesrv_listen="127.0.0.1:0")
+    broker = await start_broker(nursery, config)
+    namesrv_port = broker.server.namesrv_addresses[0][1]
+    async with open_admin("127.0.0.1", broker.port) as admin:
+        await admin.create_topic(TOPIC, 2)
+    async with open_admin("127.0.0.1", namesrv_port) as namesrv:
+        assert TOPIC in await namesrv.all_topics()
+        assert await namesrv.wipe_write_perm("broker-a") > 0
+        assert (await namesrv.connection.get_route(TOPIC)).queue_datas[0].perm == 4
+        # broker codes are not the name server's
+        response = await ask(namesrv, RequestCode.GET_ALL_TOPIC_CONFIG, {})
+        assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    await broker.stop()
