@@ -38,6 +38,7 @@ from store.status import PutMessageStatus
 log = structlog.get_logger()
 
 VERSION_DESC = "V4_9_7"
+JAVA_INT_MAX = 2**31 - 1
 _STORED = frozenset(
     {
         PutMessageStatus.PUT_OK,
@@ -105,6 +106,13 @@ def _store_info(store: DefaultMessageStore) -> dict[str, str]:
             f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
         ),
     }
+    pool = store.pool
+    if pool is None:
+        info["remainTransientStoreBufferNumbs"] = str(JAVA_INT_MAX)  # 4.9's "no pool"
+    else:
+        info["remainTransientStoreBufferNumbs"] = str(pool.size - pool.allocated + len(pool.free))
+        unsent = store.written_offset - store.mapped_file_queue.committed_where
+        info["remainHowManyDataToCommit"] = human_bytes(max(0, unsent))
     # -1.0 before the first consume queue exists, as 4.9 answers for a missing path
     consume_queues = os.path.join(config.store_path_root_dir, "consumequeue")
     info["consumeQueueDiskRatio"] = str(

@@ -56,6 +56,8 @@ async def test_runtime_info_of_a_broker_with_traffic(broker: RunningBroker) -> N
     assert info["pageCacheLockTimeMills"] == "0"
     assert info["dispatchBehindBytes"] == "0"
     assert info["startAcceptSendRequestTimeStamp"] == "0"
+    assert info["remainTransientStoreBufferNumbs"] == str(2**31 - 1)  # no write buffers
+    assert info["remainHowManyDataToFlush"].endswith("B")
     assert 0 < float(info["commitLogDiskRatio"]) <= 1
     assert 0 < float(info["consumeQueueDiskRatio"]) <= 1
     assert info["commitLogDirCapacity"].startswith("Total : ")
@@ -237,3 +239,19 @@ async def test_cluster_list_finds_the_broker_and_its_figures(broker: RunningBrok
         info = await admin.runtime_info()
     assert info["msgPutTotalTodayNow"] == "2"
     assert info["msgGetTotalTodayNow"] == "1"
+
+
+async def test_runtime_info_with_write_buffers(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    config = make_config(
+        tmp_path / "store", transient_store_pool_enable=True, transient_store_pool_size=3
+    )
+    broker = await start_broker(nursery, config)
+    await traffic(broker.port, 3, 3)
+    async with open_admin("127.0.0.1", broker.port) as admin:
+        info = await admin.runtime_info()
+    # the segment being written and the one made ready after it hold a buffer each
+    assert info["remainTransientStoreBufferNumbs"] == "1"
+    assert info["remainHowManyDataToCommit"].endswith(" B")
+    await broker.stop()
