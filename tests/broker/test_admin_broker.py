@@ -19,7 +19,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from store.message_store import DefaultMessageStore
 from tests.conftest import RunningBroker, make_config, start_broker
-from tests.daemon import Daemon
+from tests.daemon import Daemon, serve_refused
 
 TOPIC = "Figures"
 
@@ -255,3 +255,26 @@ async def test_runtime_info_with_write_buffers(
     assert info["remainTransientStoreBufferNumbs"] == "1"
     assert info["remainHowManyDataToCommit"].endswith(" B")
     await broker.stop()
+
+
+@pytest.mark.parametrize(
+    ("saved", "problem"),
+    [
+        ("{not json", "cannot be read"),
+        ('{"overrides": {"listen": "127.0.0.1:1"}}', "not run-time keys: listen"),
+        ('{"overrides": {"max_connections": "0"}}', "max_connections: must be > 0"),
+        ('{"overrides": {"trace_on": false}}', "overrides must map keys to text"),
+    ],
+)
+def test_a_broker_with_an_unusable_saved_change_does_not_start(
+    tmp_path: pathlib.Path, saved: str, problem: str
+) -> None:
+    config_dir = tmp_path / "store" / "config"
+    config_dir.mkdir(parents=True)
+    (config_dir / "broker_runtime.json").write_text(saved)
+    refused = serve_refused(tmp_path / "store")
+    assert refused.returncode != 0
+    lines = [line for line in refused.stderr.splitlines() if "configuration error" in line]
+    assert len(lines) == 1
+    assert "broker_runtime.json" in lines[0]
+    assert problem in lines[0]
