@@ -17,14 +17,30 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any, Final
 
 #: nesting deeper than this is refused (a hostile body must not exhaust the stack)
 MAX_DEPTH: Final = 64
-_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+#: one token after optional white space: a string (its raw inside), a number, a literal or a
+#: structural character; the regular expression engine does the per-character work
+_TOKEN: Final = re.compile(
+    r'[ \t\n\r]*(?:"((?:[^"\\\x00-\x1f]|\\.)*)"'
+    r"|(-?(?:0|[1-9][0-9]*)(?:(\.[0-9]+)?([eE][-+]?[0-9]+)?))"
+    r"|(true|false|null)|([{}\[\]:,]))",
+    re.DOTALL,
+)
 _SPACE: Final = re.compile(r"[ \t\n\r]*")
-_DECODER: Final = json.JSONDecoder()
 _LITERALS: Final = {"true": True, "false": False, "null": None}
+_STRING: Final = 0
+_NUMBER: Final = 1
+_LITERAL: Final = 2
+_PUNCT: Final = 3
+_END: Final = 4
+#: `_TOKEN`'s groups: a match's last group says what it is
+_STRING_GROUP: Final = 1
+_LITERAL_GROUP: Final = 5
+_PUNCT_GROUP: Final = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,44 +70,46 @@ def dumps(value: object) -> str:
 
 
 def _write(value: object, out: list[str]) -> None:
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind is str:
+        out.append(encode_basestring(value))  # type: ignore[arg-type]
+    elif kind is int:
+        out.append(str(value))
+    elif kind is bool:
+        out.append("true" if value else "false")
+    elif value is None:
+        out.append("null")
+    elif isinstance(value, Mapping):
+        entries = sorted((_key_text(key), item) for key, item in value.items() if item is not None)
         out.append("{")
-        first = True
-        for key, item in sorted(value.items(), key=lambda kv: _key_order(kv[0])):
-            if item is None:
-                continue
-            if not first:
+        for i, ((_rank, text), item) in enumerate(entries):
+            if i:
                 out.append(",")
-            first = False
-            _write_key(key, out)
+            out.append(text)
             out.append(":")
             _write(item, out)
         out.append("}")
     elif isinstance(value, list | tuple | set | frozenset):
-        out.append("[")
         items = sorted(value) if isinstance(value, set | frozenset) else value
+        out.append("[")
         for i, item in enumerate(items):
             if i:
                 out.append(",")
             _write(item, out)
         out.append("]")
     else:
-        out.append(json.dumps(value, ensure_ascii=False))
+        out.append(json.dumps(value))
 
 
-def _write_key(key: object, out: list[str]) -> None:
-    if isinstance(key, ObjectKey):
-        _write(key.fields, out)
-    elif isinstance(key, bool) or not isinstance(key, int | str):
-        raise TypeError(f"a map key is a string, an integer or an ObjectKey, not {key!r}")
-    else:
-        out.append(str(key) if isinstance(key, int) else json.dumps(key, ensure_ascii=False))
-
-
-def _key_order(key: object) -> tuple[int, str]:
+def _key_text(key: object) -> tuple[int, str]:
+    """(rank, text) of a map key: strings and numbers first, then object keys."""
     if isinstance(key, ObjectKey):
         return (1, dumps(key.fields))
-    return (0, str(key))
+    if type(key) is str:
+        return (0, encode_basestring(key))
+    if type(key) is int:
+        return (0, str(key))
+    raise TypeError(f"a map key is a string, an integer or an ObjectKey, not {key!r}")
 
 
 def loads(text: str | bytes) -> Any:
@@ -102,78 +120,97 @@ def loads(text: str | bytes) -> Any:
             text = text.decode()
         except UnicodeDecodeError as exc:
             raise FastjsonError(f"not UTF-8: {exc}") from None
-    parser = _Parser(text)
+    parser = _Parser(_tokens(text))
     value = parser.value(0)
-    parser.skip_space()
-    if parser.pos != len(text):
+    if parser.kinds[parser.pos] != _END:
         raise parser.error("extra text after the value")
     return value
 
 
-class _Parser:
-    __slots__ = ("pos", "text")
+def _tokens(text: str) -> tuple[list[int], list[Any], list[int]]:
+    """(kinds, values, offsets) of the tokens of `text`, ending with an _END token."""
+    kinds: list[int] = []
+    values: list[Any] = []
+    offsets: list[int] = []
+    add_kind, add_value, add_offset = kinds.append, values.append, offsets.append
+    match = _TOKEN.match
+    pos, end = 0, len(text)
+    while True:
+        found = match(text, pos)
+        if found is None:
+            tail = _SPACE.match(text, pos)
+            pos = tail.end() if tail else pos
+            if pos == end:
+                break
+            raise FastjsonError(f"not JSON at character {pos}")
+        group = found.lastindex or 0  # every alternative has a group
+        add_offset(found.start(group) - (group == _STRING_GROUP))  # a string from its quote
+        if group == _PUNCT_GROUP:
+            add_kind(_PUNCT)
+            add_value(found[group])
+        elif group == _STRING_GROUP:
+            raw = found[group]
+            add_kind(_STRING)
+            add_value(_string(raw, offsets[-1]) if "\\" in raw else raw)
+        elif group == _LITERAL_GROUP:
+            add_kind(_LITERAL)
+            add_value(_LITERALS[found[group]])
+        else:  # a number (group 2); groups 3 and 4 hold its fraction and exponent
+            number = found[2]
+            add_kind(_NUMBER)
+            add_value(int(number) if found[3] is None and found[4] is None else float(number))
+        pos = found.end()
+    kinds.append(_END)
+    values.append(None)
+    offsets.append(end)
+    return kinds, values, offsets
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+
+def _string(raw: str, offset: int) -> str:
+    try:
+        return str(json.loads(f'"{raw}"'))
+    except ValueError as exc:
+        raise FastjsonError(f"bad string at character {offset}: {exc}") from None
+
+
+class _Parser:
+    __slots__ = ("kinds", "offsets", "pos", "values")
+
+    def __init__(self, tokens: tuple[list[int], list[Any], list[int]]) -> None:
+        self.kinds, self.values, self.offsets = tokens
         self.pos = 0
 
     def error(self, problem: str) -> FastjsonError:
-        return FastjsonError(f"{problem} at character {self.pos}")
-
-    def skip_space(self) -> None:
-        match = _SPACE.match(self.text, self.pos)
-        self.pos = match.end() if match else self.pos
-
-    def peek(self) -> str:
-        self.skip_space()
-        return self.text[self.pos] if self.pos < len(self.text) else ""
+        return FastjsonError(f"{problem} at character {self.offsets[self.pos]}")
 
     def expect(self, char: str) -> None:
-        if self.peek() != char:
+        if self.kinds[self.pos] != _PUNCT or self.values[self.pos] != char:
             raise self.error(f"expected {char!r}")
         self.pos += 1
 
     def value(self, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise self.error(f"nested deeper than {MAX_DEPTH}")
-        char = self.peek()
-        if char == "{":
-            return self.object(depth)
-        if char == "[":
-            return self.array(depth)
-        if char == '"':
-            return self.string()
-        for word, literal in _LITERALS.items():
-            if self.text.startswith(word, self.pos):
-                self.pos += len(word)
-                return literal
-        return self.number()
-
-    def string(self) -> str:
-        try:
-            text, self.pos = _DECODER.raw_decode(self.text, self.pos)
-        except json.JSONDecodeError as exc:
-            raise self.error(f"bad string: {exc.msg}") from None
-        return str(text)
-
-    def number(self) -> int | float:
-        match = _NUMBER.match(self.text, self.pos)
-        if match is None:
-            raise self.error("expected a value")
-        self.pos = match.end()
-        if match[1] is None and match[2] is None:
-            return int(match[0])
-        return float(match[0])
+        kind, value = self.kinds[self.pos], self.values[self.pos]
+        if kind == _PUNCT:
+            if value == "{":
+                return self.object(depth)
+            if value == "[":
+                return self.array(depth)
+        elif kind != _END:
+            self.pos += 1
+            return value
+        raise self.error("expected a value")
 
     def array(self, depth: int) -> list[Any]:
         self.pos += 1
         items: list[Any] = []
-        if self.peek() == "]":
+        if self.values[self.pos] == "]" and self.kinds[self.pos] == _PUNCT:
             self.pos += 1
             return items
         while True:
             items.append(self.value(depth + 1))
-            if self.peek() == ",":
+            if self.values[self.pos] == "," and self.kinds[self.pos] == _PUNCT:
                 self.pos += 1
                 continue
             self.expect("]")
@@ -182,34 +219,40 @@ class _Parser:
     def object(self, depth: int) -> dict[Any, Any]:
         self.pos += 1
         result: dict[Any, Any] = {}
-        if self.peek() == "}":
+        if self.values[self.pos] == "}" and self.kinds[self.pos] == _PUNCT:
             self.pos += 1
             return result
         while True:
             key = self.key(depth)
             self.expect(":")
             result[key] = self.value(depth + 1)
-            if self.peek() == ",":
+            if self.values[self.pos] == "," and self.kinds[self.pos] == _PUNCT:
                 self.pos += 1
                 continue
             self.expect("}")
             return result
 
     def key(self, depth: int) -> str | int | ObjectKey:
-        char = self.peek()
-        if char == '"':
-            return self.string()
-        if char == "{":
+        kind, value = self.kinds[self.pos], self.values[self.pos]
+        if kind == _STRING:
+            self.pos += 1
+            return str(value)
+        if kind == _PUNCT and value == "{":
+            at = self.pos
             fields = self.object(depth + 1)
             if not all(isinstance(name, str) for name in fields):
+                self.pos = at
                 raise self.error("an object key's own keys must be strings")
             key = ObjectKey.of(fields)
             try:
                 hash(key)
             except TypeError:  # a field of the key that is not hashable (a list)
+                self.pos = at
                 raise self.error("an object key holds only plain values") from None
             return key
-        number = self.number()
-        if not isinstance(number, int):
-            raise self.error("a number key must be an integer")
-        return number
+        if kind == _NUMBER:
+            if not isinstance(value, int):
+                raise self.error("a number key must be an integer")
+            self.pos += 1
+            return value
+        raise self.error("expected a key")

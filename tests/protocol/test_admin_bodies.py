@@ -8,6 +8,8 @@ from __future__ import annotations
 import pathlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from protocol.admin_topic import (
     DataVersion,
@@ -90,11 +92,13 @@ def test_number_keys_are_written_bare_and_read_back() -> None:
     [
         ("", "expected a value"),
         ("{", "expected"),
-        ('{"a":1,}', "expected a value"),
+        ('{"a":1,}', "expected a key at character 7"),
+        ("[1,]", "expected a value at character 3"),
         ("{1.5:2}", "a number key must be an integer"),
         ('{{"a":[1]}:2}', "an object key holds only plain values"),
         ("{{1:2}:3}", "an object key's own keys must be strings"),
-        ('{"a":1} tail', "extra text"),
+        ('{"a":1} tail', "not JSON at character 8"),
+        ('{"a":1} 2', "extra text after the value at character 8"),
         ("[" * 100 + "]" * 100, "nested deeper than 64"),
         ('"\\x"', "bad string"),
     ],
@@ -139,3 +143,31 @@ def test_properties_text_round_trip_and_java_forms() -> None:
         parse_properties(b"=4")
     with pytest.raises(HeaderFieldError, match="not UTF-8"):
         parse_properties(b"a=\xff")
+
+
+_scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8)
+_keys = (
+    st.text(max_size=8)
+    | st.integers(-(2**31), 2**31)
+    | st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=4), max_size=3).map(
+        ObjectKey.of
+    )
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _without_null_fields(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _without_null_fields(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_null_fields(v) for v in value]
+    return value
+
+
+@given(_values)
+def test_what_dumps_writes_loads_reads_back(value: object) -> None:
+    assert loads(dumps(value)) == _without_null_fields(value)
