@@ -12,6 +12,7 @@ raises `HeaderFieldError` (field "body") naming what is wrong.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -78,6 +79,12 @@ class GetBrokerConfigResponseHeader(_ExtFieldsHeader):
     """`version` is the configuration's DataVersion as JSON text."""
 
     version: str
+
+
+def _standard(body: Mapping[str, object]) -> bytes:
+    """A body with string keys and no nulls: fastjson's text is standard JSON, keys sorted,
+    which the C encoder writes (a 10,000-topic table in a fraction of `dumps`' time)."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _load(body: bytes | None, what: str) -> JsonObject:
@@ -149,7 +156,7 @@ class TopicConfigSerializeWrapper:
     def to_json(self) -> bytes:
         table = {name: topic.to_dict() for name, topic in self.topic_config_table.items()}
         body = {"dataVersion": self.data_version.to_dict(), "topicConfigTable": table}
-        return dumps(body).encode()
+        return _standard(body)
 
     @classmethod
     def from_json(cls, body: bytes | None) -> TopicConfigSerializeWrapper:
@@ -238,7 +245,10 @@ class TopicList:
     broker_addr: str | None = None
 
     def to_json(self) -> bytes:
-        return dumps({"brokerAddr": self.broker_addr, "topicList": self.topic_list}).encode()
+        body: dict[str, object] = {"topicList": sorted(self.topic_list)}
+        if self.broker_addr is not None:
+            body["brokerAddr"] = self.broker_addr
+        return _standard(body)
 
     @classmethod
     def from_json(cls, body: bytes | None) -> TopicList:
@@ -253,7 +263,7 @@ class KVTable:
     table: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
-        return dumps({"table": self.table}).encode()
+        return _standard({"table": self.table})
 
     @classmethod
     def from_json(cls, body: bytes | None) -> KVTable:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Final
 
 import structlog
+import trio
 
 from broker.processors import RequestContext
 from broker.topic_config import (
@@ -142,25 +143,31 @@ class DeleteTopicInBrokerProcessor:
         return request.make_response(ResponseCode.SUCCESS)
 
 
+def encode_topic_table(table: dict[str, TopicConfig], version: DataVersion) -> bytes:
+    """The topic table as `TopicConfigSerializeWrapper` JSON."""
+    data = {
+        name: TopicConfigData(
+            t.topic_name,
+            t.read_queue_nums,
+            t.write_queue_nums,
+            t.perm,
+            t.topic_filter_type,
+            t.topic_sys_flag,
+            t.order,
+        )
+        for name, t in table.items()
+    }
+    return TopicConfigSerializeWrapper(data, version).to_json()
+
+
 class GetAllTopicConfigProcessor:
-    """GET_ALL_TOPIC_CONFIG (21)."""
+    """GET_ALL_TOPIC_CONFIG (21); a large table is encoded off the event loop."""
 
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         topics = ctx.broker.topics
-        table = {
-            name: TopicConfigData(
-                t.topic_name,
-                t.read_queue_nums,
-                t.write_queue_nums,
-                t.perm,
-                t.topic_filter_type,
-                t.topic_sys_flag,
-                t.order,
-            )
-            for name, t in topics.topics().items()
-        }
         version = DataVersion(topics.data_version.counter, topics.data_version.timestamp)
-        body = TopicConfigSerializeWrapper(table, version).to_json()
+        # a copy of the table; its TopicConfigs are frozen, so a thread may read them
+        body = await trio.to_thread.run_sync(encode_topic_table, topics.topics(), version)
         return request.make_response(ResponseCode.SUCCESS, body=body)
 
 
