@@ -339,7 +339,7 @@ async def serve(
             schedule = ScheduleMessageService(broker, root / "config")
             schedule.load()
             await background.start(schedule.run)
-            await admin_registry.start(broker, background)
+            await admin_registry.start(broker, background, schedule)
             await _run(server, listeners, namesrv_listeners, task_status)
             background.cancel_scope.cancel()  # the offsets are written once more on the way out
     log.info("shutdown_complete")

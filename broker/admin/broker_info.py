@@ -2,10 +2,12 @@
 UPDATE_BROKER_CONFIG (25), answered as RocketMQ 4.9's `AdminBrokerProcessor` answers them.
 
 The runtime info is the `KVTable` 4.9 fills, with the keys whose figures this broker really
-has (`runtime_info`); keys of machinery it does not have (thread-pool queues, the transient
-pool's buffers, latency percentiles, per-level schedule offsets) are left out rather than
-made up. The configuration is Java properties text, camelCase keys; an update changes only
-run-time keys and is persisted (`broker.admin.runtime_config`).
+has (`runtime_info`, `disk_figures`); keys of machinery it does not have (thread-pool queues
+and their head wait times) or figures it does not keep (the longest put and get, latency
+percentiles and the put time distribution, `dispatchMaxBuffer`) are left out rather than made
+up. Store state is read on the event loop, the disk's statvfs in a thread. The configuration
+is Java properties text, camelCase keys; an update changes only run-time keys and is
+persisted (`broker.admin.runtime_config`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Mapping
 
 import structlog
 import trio
@@ -21,6 +24,7 @@ import trio
 from broker.admin import runtime_config
 from broker.admin.state import Sample
 from broker.processors import RequestContext
+from broker.topic_config import SCHEDULE_TOPIC
 from protocol.admin_topic import (
     GetBrokerConfigResponseHeader,
     KVTable,
@@ -30,6 +34,7 @@ from protocol.admin_topic import (
 from protocol.codes import MQ_VERSION, ResponseCode
 from protocol.command import RemotingCommand
 from store.cleanup import disk_used_ratio
+from store.config import MessageStoreConfig
 from store.layout import SYSFLAG_POS, store_timestamp_pos
 from store.message import BORNHOST_V6_FLAG
 from store.message_store import DefaultMessageStore
@@ -79,22 +84,18 @@ def _earliest_store_time(store: DefaultMessageStore) -> int:
     return int.from_bytes(data[position : position + 8], "big", signed=True)
 
 
-def _store_info(store: DefaultMessageStore, stored_messages: int) -> dict[str, str]:
+def _store_info(
+    store: DefaultMessageStore, stored_messages: int, schedule_offsets: Mapping[int, int]
+) -> dict[str, str]:
     """As 4.9: `putMessageTimesTotal` counts stored messages (a batch counts each), the size
     total their stored bytes, the failures the put calls that stored nothing."""
-    config = store.config
     stats = store.stats
     times = stored_messages
     size = sum(n for status, n in stats.put_bytes_by_status.items() if status in _STORED)
     failed = sum(n for status, n in stats.put_count_by_status.items() if status not in _STORED)
-    commit_log = config.store_path_commit_log
-    ratio = disk_used_ratio(commit_log)
     busy_since = store.writer.queue.busy_since
     lock_ms = int((trio.current_time() - busy_since) * 1000) if busy_since is not None else 0
-    usage = shutil.disk_usage(config.store_path_root_dir)
     info = {
-        "commitLogDiskRatio": str(ratio),
-        f"commitLogDiskRatio_{commit_log}": str(ratio),
         "commitLogMinOffset": str(store.min_offset),
         "commitLogMaxOffset": str(store.max_offset),
         "putMessageTimesTotal": str(times),
@@ -104,9 +105,6 @@ def _store_info(store: DefaultMessageStore, stored_messages: int) -> dict[str, s
         "pageCacheLockTimeMills": str(lock_ms),
         "earliestMessageTimeStamp": str(_earliest_store_time(store)),
         "remainHowManyDataToFlush": human_bytes(max(0, store.written_offset - store.flushed_where)),
-        "commitLogDirCapacity": (
-            f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
-        ),
     }
     pool = store.pool
     if pool is None:
@@ -115,15 +113,34 @@ def _store_info(store: DefaultMessageStore, stored_messages: int) -> dict[str, s
         info["remainTransientStoreBufferNumbs"] = str(pool.size - pool.allocated + len(pool.free))
         unsent = store.written_offset - store.mapped_file_queue.committed_where
         info["remainHowManyDataToCommit"] = human_bytes(max(0, unsent))
+    consume = store.consume
+    if consume is not None:
+        behind = store.max_offset - consume.dispatched_offset
+        info["dispatchBehindBytes"] = str(max(0, behind))
+        for level, offset in sorted(schedule_offsets.items()):
+            # 4.9's form: the level's next offset to deliver, its queue's max offset
+            high = consume.max_offset_in_queue(SCHEDULE_TOPIC, level - 1)
+            info[f"scheduleMessageOffset_{level}"] = f"{offset},{high}"
+    return info
+
+
+def disk_figures(config: MessageStoreConfig) -> dict[str, str]:
+    """The disk ratios and the store directory's capacity (statvfs: call it in a thread)."""
+    commit_log = config.store_path_commit_log
+    ratio = disk_used_ratio(commit_log)
+    usage = shutil.disk_usage(config.store_path_root_dir)
     # -1.0 before the first consume queue exists, as 4.9 answers for a missing path
     consume_queues = os.path.join(config.store_path_root_dir, "consumequeue")
-    info["consumeQueueDiskRatio"] = str(
-        disk_used_ratio(consume_queues) if os.path.isdir(consume_queues) else -1.0
-    )
-    if store.consume is not None:
-        behind = store.max_offset - store.consume.dispatched_offset
-        info["dispatchBehindBytes"] = str(max(0, behind))
-    return info
+    return {
+        "commitLogDiskRatio": str(ratio),
+        f"commitLogDiskRatio_{commit_log}": str(ratio),
+        "consumeQueueDiskRatio": str(
+            disk_used_ratio(consume_queues) if os.path.isdir(consume_queues) else -1.0
+        ),
+        "commitLogDirCapacity": (
+            f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
+        ),
+    }
 
 
 def _put_count(sample: Sample) -> int:
@@ -131,7 +148,7 @@ def _put_count(sample: Sample) -> int:
 
 
 def runtime_info(ctx: RequestContext) -> dict[str, str]:
-    """The KVTable of GET_BROKER_RUNTIME_INFO (reads the disk: call it in a thread)."""
+    """The KVTable of GET_BROKER_RUNTIME_INFO but its disk figures (`disk_figures`)."""
     broker = ctx.broker
     stats = broker.admin.stats
     now_ms = int(time.time() * 1000)
@@ -155,7 +172,7 @@ def runtime_info(ctx: RequestContext) -> dict[str, str]:
         "getTransferedTps": stats.tps(lambda s: s.transferred),
     }
     if isinstance(broker.store, DefaultMessageStore):
-        info.update(_store_info(broker.store, puts_now))
+        info.update(_store_info(broker.store, puts_now, broker.admin.schedule_offsets()))
     return info
 
 
@@ -163,8 +180,9 @@ class GetBrokerRuntimeInfoProcessor:
     """GET_BROKER_RUNTIME_INFO (28)."""
 
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        # statvfs and a read of the first record: off the event loop
-        info = await trio.to_thread.run_sync(runtime_info, ctx)
+        info = runtime_info(ctx)
+        store = ctx.broker.config.store
+        info.update(await trio.to_thread.run_sync(disk_figures, store))  # statvfs: off the loop
         return request.make_response(ResponseCode.SUCCESS, body=KVTable(info).to_json())
 
 

@@ -31,6 +31,7 @@ from broker.admin.topics import (
 from broker.config import BrokerConfig
 from broker.context import BrokerContext
 from broker.processors import RequestProcessor
+from broker.schedule import ScheduleMessageService
 from protocol.codes import RequestCode
 
 
@@ -64,9 +65,12 @@ def saved_config(config: BrokerConfig) -> BrokerConfig:
     return apply_saved(config)[0]
 
 
-async def start(broker: BrokerContext, nursery: trio.Nursery) -> None:
-    """Take the saved configuration's data version, count stored messages from the metrics
-    and sample the TPS figures from now on."""
+async def start(
+    broker: BrokerContext, nursery: trio.Nursery, schedule: ScheduleMessageService
+) -> None:
+    """Take the saved configuration's data version, count stored messages from the metrics,
+    read the delay levels' progress from `schedule` and sample the TPS figures from now on."""
+    broker.admin.schedule_offsets = lambda: dict(schedule.offsets)
     broker.admin.config_version.counter = read_saved(runtime_file(broker.config))[1]
     if broker.metrics is not None:
         broker.admin.stats.puts = broker.metrics.stored_messages

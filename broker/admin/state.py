@@ -107,6 +107,8 @@ class AdminState:
     config_version: DataVersion = field(default_factory=DataVersion)
     #: WIPE_WRITE_PERM_OF_BROKER: the name-server role announces every topic read-only
     write_wiped: bool = False
+    #: delay level -> next logical offset to deliver (the schedule service's, set at start)
+    schedule_offsets: Callable[[], dict[int, int]] = field(default=dict)
     #: serialises UPDATE_BROKER_CONFIG (the saved file is read, merged and written)
     config_lock: trio.Lock = field(default_factory=trio.Lock)
     #: DELETE_TOPIC_IN_NAMESRV: topic -> the config it had; its route stays hidden until the

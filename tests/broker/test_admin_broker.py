@@ -42,17 +42,23 @@ async def test_runtime_info_of_a_broker_with_traffic(broker: RunningBroker) -> N
     first_stored = await traffic(broker.port, 7, 3)
     async with open_producer("127.0.0.1", broker.port) as producer:
         await producer.send_batch([Message(TOPIC, b"b", queue_id=1)] * 3)
+        await producer.send(Message(TOPIC, b"later", delay_level=4))  # due in 30 s
     store = broker.server.broker.store
     assert isinstance(store, DefaultMessageStore)
     async with open_admin("127.0.0.1", broker.port) as admin:
         info = await admin.runtime_info()
+        with trio.fail_after(20):  # the schedule service's next round sees the delayed one
+            while info.get("scheduleMessageOffset_4") != "0,1":
+                await trio.sleep(0.05)
+                info = await admin.runtime_info()
+    assert info["scheduleMessageOffset_1"] == "0,0"
     assert (info["brokerVersion"], info["brokerVersionDesc"]) == ("407", "V4_9_7")
     assert info["commitLogMaxOffset"] == str(store.max_offset) != "0"
     assert info["commitLogMinOffset"] == "0"
-    # a batch of 3 counts 3, as 4.9 counts it
-    assert info["msgPutTotalTodayNow"] == "10"
+    # a batch of 3 counts 3, as 4.9 counts it; the delayed message is stored once
+    assert info["msgPutTotalTodayNow"] == "11"
     assert info["msgGetTotalTodayNow"] == "3"
-    assert info["putMessageTimesTotal"] == "10"
+    assert info["putMessageTimesTotal"] == "11"
     assert info["putMessageFailedTimes"] == "0"
     assert int(info["putMessageSizeTotal"]) == store.max_offset
     assert info["earliestMessageTimeStamp"] == str(first_stored)
