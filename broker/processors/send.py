@@ -100,6 +100,11 @@ class SendMessageProcessor:
         except HeaderFieldError as exc:
             return request.make_response(exc.response_code, str(exc), ext_fields=ext)
 
+    def submit_burst(
+        self, requests: list[RemotingCommand], ctx: RequestContext, respond: Respond
+    ) -> list[RemotingCommand]:
+        return [request for request in requests if not self.submit(request, ctx, respond)]
+
     def submit(self, request: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
         """The send path without a task: checks and records here, the response from the
         store's callback. False (nothing done) for a topic that is not known yet or a
