@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Final
 import structlog
 import trio
 
-from broker.schedule import STORED, stored_again
+from broker.responses import STORED
+from broker.rewrites import stored_again
 from broker.topic_config import TRANS_HALF_TOPIC
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
