@@ -39,6 +39,8 @@ async def test_a_delay_level_is_clamped_alike_by_a_send_and_by_a_send_back(
         await consumer.subscribe("Work")
         answer = await send_back(consumer, offset, delay_level=99)
     assert answer.code == ResponseCode.SUCCESS, answer.remark
+    # The retry is stored without waiting for the flush; a send that waits flushes it too.
+    await send_one(broker.port, Message("Work", b"flush", queue_id=0))
     sent, sent_back = [r for r in records(broker.config) if r.topic == "SCHEDULE_TOPIC_XXXX"]
     for parked in (sent, sent_back):
         assert parked.queue_id == 2  # level 3, the highest configured, not RocketMQ's 18th
