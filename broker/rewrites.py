@@ -1,7 +1,7 @@
 """Where a message is stored when it is not stored where it was sent: the rewrites, in one place.
 
 - Half message: a prepared transactional message is parked in `RMQ_SYS_TRANS_HALF_TOPIC`
-  queue 0 until END_TRANSACTION commits it.
+  queue 0 until END_TRANSACTION commits it (`from_half_message` reads its real place back).
 - Delay: a message with a delay level (its DELAY property, a consumer's send-back) is parked in
   `SCHEDULE_TOPIC_XXXX`, queue `level - 1`, the level lowered to the highest the broker has
   (`message_delay_level`), as RocketMQ 4.9's commit log does; the schedule service delivers it.
@@ -64,6 +64,16 @@ def to_half_message(record: MessageExtBrokerInner, props: dict[str, str]) -> Non
     record.topic = TRANS_HALF_TOPIC
     record.queue_id = 0
     record.properties_string = encode_properties(props)
+
+
+def from_half_message(props: dict[str, str]) -> tuple[str, int] | None:
+    """The real topic and queue of a half message being committed, taken out of its `props`
+    with the prepared flag; None when they are missing or malformed."""
+    topic, queue_text = props.pop(_MC.REAL_TOPIC, ""), props.pop(_MC.REAL_QUEUE_ID, "")
+    if not topic or not queue_text.isdigit():
+        return None
+    props.pop(_MC.TRANSACTION_PREPARED, None)
+    return topic, int(queue_text)
 
 
 # -- delay levels ----------------------------------------------------------------------------
