@@ -272,7 +272,8 @@ class Connection:
             burst: list[RemotingCommand] = []
             for command in commands:
                 if command.is_response:
-                    log.info("unexpected_response", opaque=command.opaque, code=command.code)
+                    if not self.calls.on_response(command):
+                        log.info("unexpected_response", opaque=command.opaque, code=command.code)
                     continue
                 # No checkpoint per frame: a burst of frames is taken together.
                 if self.inflight >= max_inflight:

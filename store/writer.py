@@ -1,32 +1,22 @@
 """The store's single writer (RocketMQ: the checks of `DefaultMessageStore.asyncPutMessage`, then
-what `CommitLog.asyncPutMessage` does under the put lock, with `DefaultAppendMessageCallback`):
-the puts waiting for it, the one task that appends them, and the delivery of their outcomes.
+what `CommitLog.asyncPutMessage` does under the put lock, with `DefaultAppendMessageCallback`).
 
-Owns `PutRequest` (one put on its way writer -> group commit -> caller), `WriterQueue` (the puts
-waiting, the group being appended, the busy answer for puts stuck behind a slow writer) and
-`CommitLogWriter`: a put's way in (its checks in `put_checks`, its encoding, the queue) and the
-only task that appends to the commit log's segments. It takes everything queued as one group (up
-to `max_group_size`), appends it through `CommitLog.put`, tells the consume side what it
-appended, answers ASYNC puts at once and hands SYNC ones to the group commit, then wakes the
-flush services once per group. Puts submitted with a callback get their outcome from a separate
-task, so the writer and the flush service go straight back to work. Knows nothing of sockets or
-request codes; every outcome is a `PutMessageStatus`, never an exception.
-
-`WriterQueue` uses a deque and one parked task instead of a memory channel, so a put costs an
-append and at most one reschedule. `group[next:]` are puts the writer has taken but not started
-to append; with the deque they are the puts that may still be answered busy when they have
-waited longer than `os_page_cache_busy_timeout_ms` (RocketMQ's PCBUSY_CLEAN_QUEUE): such a put is
-completed OS_PAGE_CACHE_BUSY and the writer skips it, so it is answered busy or stored, never
-both.
+`CommitLogWriter`: a submission's way in (its checks in `put_checks`, its encoding, one
+`PutRequest` on the `WriterQueue` of `put_queue`), the only task that appends to the commit
+log's segments, and the delivery of outcomes. The writer takes everything queued as one group
+(up to `max_group_size` requests), appends each request's batches in one pass through
+`CommitLog.put`, tells the consume side what it appended, answers ASYNC requests at once and
+hands SYNC ones to the group commit, then wakes the flush services once per group. Requests
+submitted with a callback (a receive burst of sends) get their outcomes from a separate task,
+one callback per request, so the writer and the flush service go straight back to work. Knows
+nothing of sockets or request codes; every outcome is a `PutMessageStatus`, never an exception.
 """
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Callable
 from typing import cast
 
-import outcome
 import structlog
 import trio
 
@@ -41,179 +31,19 @@ from store.message import (
 )
 from store.parking import ParkingSpot
 from store.put_checks import check_batch, check_message, check_store
+from store.put_queue import BurstCallback, PutCallback, PutRequest, WriterQueue
 from store.status import AppendMessageStatus, PutMessageStatus, RunningFlags
 
 log = structlog.get_logger()
 
-#: receives a submitted put's outcome, in the store's task; it must not block or raise
-ResultCallback = Callable[[PutMessageResult], None]
-#: receives the outcomes of a submitted burst, in submission order, in the store's task
-BurstCallback = Callable[[list[PutMessageResult]], None]
 #: records a finished put (counters, slow puts) and returns it: `StoreStats.finish`
 Finish = Callable[[PutMessageResult, int, float], PutMessageResult]
 #: the writer appended a batch: (batch, where it starts, its first queue offset)
 AppendedHook = Callable[[EncodedBatch, int, int], None]
-#: a put's completion hook: (the request, its status); it must not raise
-PutCallback = Callable[["PutRequest", PutMessageStatus], None]
-
-
-class PutRequest:
-    """The puts of one submission (one message, a batch, or a receive burst of either)
-    travelling writer -> (flush service) -> caller.
-
-    Completed exactly once: either the waiting task is rescheduled with the status (unless it
-    was cancelled first) or `callback` is called. Cheaper than a `trio.Event` per put: no
-    parking lot, one reschedule. `enqueued_at` (trio time) lets the store answer a request busy
-    once it has waited too long without being appended. `appended` gets, per batch, where the
-    writer put it or why it could not; `results` are the caller's answers in submission order
-    (those refused before the queue filled in already), `positions` where each batch's goes.
-    """
-
-    __slots__ = (
-        "appended",
-        "batches",
-        "callback",
-        "cancelled",
-        "deadline",
-        "done",
-        "end_offset",
-        "enqueued_at",
-        "on_results",
-        "positions",
-        "results",
-        "task",
-        "wait_flush",
-    )
-
-    def __init__(
-        self,
-        batches: list[EncodedBatch],
-        wait_flush: bool,
-        callback: PutCallback | None = None,
-        enqueued_at: float = 0.0,
-    ) -> None:
-        self.batches = batches
-        self.wait_flush = wait_flush
-        self.callback = callback
-        self.task = trio.lowlevel.current_task() if callback is None else None
-        self.enqueued_at = enqueued_at
-        self.cancelled = False
-        self.done = False
-        self.appended: list[Appended | PutMessageStatus] = []
-        self.end_offset = 0
-        self.deadline = 0.0
-        self.results: list[PutMessageResult | None] = []
-        self.positions: list[int] = []
-        self.on_results: BurstCallback | None = None
-
-    def abort(self, _raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
-        self.cancelled = True
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    def complete(self, status: PutMessageStatus) -> None:
-        if self.done or self.cancelled:
-            return
-        self.done = True
-        callback = self.callback
-        if callback is None:
-            trio.lowlevel.reschedule(cast(trio.lowlevel.Task, self.task), outcome.Value(status))
-            return
-        try:
-            callback(self, status)
-        except Exception:
-            # The caller's hook failed: its own put is lost to it, the store's task goes on.
-            log.exception("put_callback_failed", status=status.name)
-
-    async def wait(self) -> PutMessageStatus:
-        result: PutMessageStatus = await trio.lowlevel.wait_task_rescheduled(self.abort)
-        return result
-
-
-class WriterQueue:
-    def __init__(self) -> None:
-        self._waiting: collections.deque[PutRequest] = collections.deque()
-        self._spot = ParkingSpot()
-        self.closed = False
-        #: the group being appended and the index of its next put
-        self.group: list[PutRequest] = []
-        self.next = 0
-        #: when the writer started its current group (None between groups)
-        self.busy_since: float | None = None
-
-    def __len__(self) -> int:
-        return len(self._waiting)
-
-    def put(self, request: PutRequest) -> None:
-        self._waiting.append(request)
-        self._spot.wake()
-
-    def close(self) -> None:
-        """No more puts: the writer finishes what is queued, then `take` returns None."""
-        self.closed = True
-        self._spot.wake()
-
-    async def take(self, max_group: int) -> list[PutRequest] | None:
-        """The next group (parks while nothing waits); None once closed and drained."""
-        waiting = self._waiting
-        while not waiting:
-            if self.closed:
-                return None
-            await self._spot.park()
-        count = min(len(waiting), max_group)
-        self.group = [waiting.popleft() for _ in range(count)]
-        self.next = 0
-        self.busy_since = trio.current_time()
-        return self.group
-
-    def group_done(self) -> None:
-        self.busy_since = None
-        self.group = []
-        self.next = 0
-
-    # --- puts stuck behind the writer ----------------------------------------------------------
-
-    async def sweep_stale(self, timeout_s: float) -> None:
-        """Answer busy every put that has waited `timeout_s` without being appended. One task,
-        sleeping until the oldest waiting put is due: no timer per put."""
-        while True:
-            oldest = self._oldest_waiting()
-            if oldest is None:
-                await trio.sleep(timeout_s)
-                continue
-            await trio.sleep_until(oldest + timeout_s)
-            self.answer_stale(trio.current_time() - timeout_s)
-
-    def _oldest_waiting(self) -> float | None:
-        group = self.group
-        for index in range(self.next, len(group)):
-            request = group[index]
-            if not (request.done or request.cancelled):
-                return request.enqueued_at
-        return self._waiting[0].enqueued_at if self._waiting else None
-
-    def answer_stale(self, cutoff: float) -> int:
-        """Complete OS_PAGE_CACHE_BUSY every unanswered put enqueued at or before `cutoff`."""
-        busy = PutMessageStatus.OS_PAGE_CACHE_BUSY
-        group = self.group
-        answered = 0
-        for index in range(self.next, len(group)):
-            request = group[index]
-            if request.enqueued_at <= cutoff and not (request.done or request.cancelled):
-                answered += 1
-                request.complete(busy)  # done now: the writer will skip it
-        waiting = self._waiting
-        while waiting and waiting[0].enqueued_at <= cutoff:
-            request = waiting.popleft()
-            if not (request.done or request.cancelled):
-                answered += 1
-                request.complete(busy)
-        if answered:
-            log.warning("stale_puts_answered_busy", puts=answered, queued=len(waiting))
-        return answered
 
 
 class CommitLogWriter:
-    """The put's way in (`put`, `submit_messages`), the writer task (`run`) and the outcome
+    """The put's way in (`put`, `submit_burst`), the writer task (`run`) and the outcome
     task (`deliver_outcomes`)."""
 
     def __init__(
@@ -255,11 +85,6 @@ class CommitLogWriter:
             self._fill_results(request, put_status)
         return cast(PutMessageResult, request.results[0])
 
-    def submit_messages(self, msgs: list[MessageExtBrokerInner], on_result: ResultCallback) -> None:
-        """`put` without a task waiting (a batch unless one message): `on_result` gets the
-        outcome from the outcome task, or before this returns when the put is refused at once."""
-        self.submit_burst([msgs], lambda results: on_result(results[0]))
-
     def submit_burst(
         self, puts: list[list[MessageExtBrokerInner]], on_results: BurstCallback
     ) -> None:
@@ -290,8 +115,7 @@ class CommitLogWriter:
         problem = check_store(
             config, self.running_flags, queue.closed, self.is_os_page_cache_busy()
         )
-        if problem is None and len(queue) >= config.put_queue_capacity:
-            problem = PutMessageStatus.WRITER_QUEUE_FULL
+        room = config.put_queue_capacity - len(queue)  # puts past it are refused one by one
         now_ms = self.now_ms()
         for position, msgs in enumerate(puts):
             own = problem
@@ -301,16 +125,17 @@ class CommitLogWriter:
                 own = check_batch(msgs, max_size) if as_batch else check_message(msgs[0])
             if own is None:
                 encoded = encode_batch(msgs, now_ms, config.max_message_size)
-                if not isinstance(encoded, AppendMessageStatus):
+                if encoded is AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED:
+                    own = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                elif isinstance(encoded, AppendMessageStatus):
+                    own = PutMessageStatus.MESSAGE_ILLEGAL
+                elif len(request.batches) >= room:
+                    own = PutMessageStatus.WRITER_QUEUE_FULL
+                else:
                     request.batches.append(encoded)
                     request.positions.append(position)
                     request.wait_flush = request.wait_flush or msgs[0].wait_store_msg_ok
                     continue
-                own = (
-                    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-                    if encoded is AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
-                    else PutMessageStatus.MESSAGE_ILLEGAL
-                )
             results[position] = self.finish(PutMessageResult(own), 0, started)
         if request.batches:
             request.wait_flush = request.wait_flush and self.sync_flush
@@ -419,7 +244,7 @@ class CommitLogWriter:
     # --- outcomes of submitted puts -----------------------------------------------------------
 
     async def deliver_outcomes(self) -> None:
-        """Run the callbacks of `submit_messages` puts, a batch per wake-up."""
+        """Run the callbacks of `submit_burst` requests, a batch per wake-up."""
         while True:
             if not self._outcomes:
                 await self._deliverer_spot.park()
