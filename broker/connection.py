@@ -83,24 +83,32 @@ class Dispatcher:
                 return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
         return response
 
-    def submit(self, request: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
-        """Hand `request` to its processor without a task; False when it needs `dispatch`.
-
-        `respond(request, response)` is called exactly once when this returns True, possibly
-        before it returns.
-        """
-        processor = self.inline.get(request.code)
-        if processor is None:
-            return False
-        try:
-            return processor.submit(request, ctx, respond)
-        except Exception as exc:
-            # The processor raised before handing the request on, so it has not answered.
-            log.exception("processor_failed", code=RequestCode.name_of(request.code))
-            respond(
-                request, request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
-            )
-            return True
+    def submit_burst(
+        self, requests: list[RemotingCommand], ctx: RequestContext, respond: Respond
+    ) -> list[RemotingCommand]:
+        """Hand requests of one receive, each with an inline processor (`inline`), to their
+        processors without a task, a run of requests for the same processor at a time; returns
+        those that need `dispatch`. Every other request is answered through `respond` exactly
+        once, later or before this returns."""
+        declined: list[RemotingCommand] = []
+        inline = self.inline
+        start, count = 0, len(requests)
+        while start < count:
+            processor = inline[requests[start].code]
+            end = start + 1
+            while end < count and inline[requests[end].code] is processor:
+                end += 1
+            run = requests if (start, end) == (0, count) else requests[start:end]
+            try:
+                declined += processor.submit_burst(run, ctx, respond)
+            except Exception as exc:
+                # The processor raised before handing any of them on, so none is answered.
+                log.exception("processor_failed", code=RequestCode.name_of(run[0].code))
+                remark = str(exc) or repr(exc)
+                for request in run:
+                    respond(request, request.make_response(ResponseCode.SYSTEM_ERROR, remark))
+            start = end
+        return declined
 
 
 def peer_address(stream: trio.SocketStream) -> tuple[str, int]:
@@ -228,6 +236,7 @@ class Connection:
         max_inflight = self._max_inflight
         current_time = trio.current_time
         budget = self.ctx.broker.read_budget
+        inline = dispatcher.inline
         while True:
             try:
                 data = await stream.receive_some(RECEIVE_SIZE)
@@ -259,14 +268,19 @@ class Connection:
                     self._partial_since = self._last_receive
                 self._buffered = buffered
                 budget.update(self.conn_id, buffered, self.stop_reading)
+            # The inline requests of this receive go to their processors together.
+            burst: list[RemotingCommand] = []
             for command in commands:
                 if command.is_response:
                     if not self.calls.on_response(command):
                         log.info("unexpected_response", opaque=command.opaque, code=command.code)
                     continue
                 # No checkpoint per frame: a burst of frames is taken together.
-                while self.inflight >= max_inflight:
-                    await self._slot_spot.park()  # past the in-flight limit: stop reading here
+                if self.inflight >= max_inflight:
+                    self._submit_burst(burst, nursery)
+                    burst = []
+                    while self.inflight >= max_inflight:
+                        await self._slot_spot.park()  # past the in-flight limit: stop reading
                 self.inflight += 1
                 self.requests += 1
                 header_error = command.header_error
@@ -281,12 +295,21 @@ class Connection:
                     if refusal is not None:
                         self._answer(command, refusal)  # the validator logged it
                         continue
-                if not dispatcher.submit(command, ctx, respond):
+                if command.code in inline:
+                    burst.append(command)
+                else:
                     nursery.start_soon(self._handle, command)
+            if burst:
+                self._submit_burst(burst, nursery)
             if error is not None:
                 log.warning("protocol_error", error=str(error), requests=self.requests)
                 self.close_reason = "protocol_error"
                 return
+
+    def _submit_burst(self, burst: list[RemotingCommand], nursery: trio.Nursery) -> None:
+        if burst:
+            for declined in self.dispatcher.submit_burst(burst, self.ctx, self._respond):
+                nursery.start_soon(self._handle, declined)
 
     async def _handle(self, request: RemotingCommand) -> None:
         response = None

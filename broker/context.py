@@ -42,8 +42,10 @@ class MessageStore(Protocol):
 
     async def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult: ...
 
-    def submit_messages(
-        self, msgs: list[MessageExtBrokerInner], on_result: Callable[[PutMessageResult], None]
+    def submit_burst(
+        self,
+        puts: list[list[MessageExtBrokerInner]],
+        on_results: Callable[[list[PutMessageResult]], None],
     ) -> None: ...
 
     def is_os_page_cache_busy(self) -> bool: ...

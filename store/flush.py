@@ -19,8 +19,8 @@ import trio
 from store.config import MessageStoreConfig
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
+from store.put_queue import PutRequest
 from store.status import PutMessageStatus
-from store.writer import PutRequest
 
 log = structlog.get_logger()
 

@@ -36,6 +36,7 @@ from store.index.service import open_index
 from store.mapped_file import create_segment_file, make_dirs
 from store.mapped_file_queue import MappedFileQueue
 from store.message import MessageExtBrokerInner, PutMessageResult
+from store.put_queue import BurstCallback
 from store.recovery import recover
 from store.status import RunningFlags
 from store.store_tasks import (
@@ -47,7 +48,7 @@ from store.store_tasks import (
     shutdown_files,
     verify_tail_loop,
 )
-from store.writer import CommitLogWriter, ResultCallback
+from store.writer import CommitLogWriter
 
 log = structlog.get_logger()
 
@@ -288,11 +289,14 @@ class DefaultMessageStore:
         offsets, never spanning two segments. WAIT comes from the first message."""
         return await self.writer.put(msgs, batch=True)
 
-    def submit_messages(self, msgs: list[MessageExtBrokerInner], on_result: ResultCallback) -> None:
-        """`put_messages` (one message: `put_message`) without a task waiting: `on_result`
-        gets the outcome later, from the store's callback task, or before this returns when
-        the put is refused at once. Must be called from the store's trio thread."""
-        self.writer.submit_messages(msgs, on_result)
+    def submit_burst(
+        self, puts: list[list[MessageExtBrokerInner]], on_results: BurstCallback
+    ) -> None:
+        """Several `put_messages` (one message: `put_message`) without a task waiting, as one
+        request to the writer: `on_results` gets their outcomes in order later, from the
+        store's callback task, or before this returns when all are refused at once. Must be
+        called from the store's trio thread."""
+        self.writer.submit_burst(puts, on_results)
 
     def execute_delete_files_manually(self) -> None:
         """TRIGGER_DELETE_FILES: a cleanup round now, and expired segments go at any hour in

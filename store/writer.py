@@ -1,32 +1,22 @@
 """The store's single writer (RocketMQ: the checks of `DefaultMessageStore.asyncPutMessage`, then
-what `CommitLog.asyncPutMessage` does under the put lock, with `DefaultAppendMessageCallback`):
-the puts waiting for it, the one task that appends them, and the delivery of their outcomes.
+what `CommitLog.asyncPutMessage` does under the put lock, with `DefaultAppendMessageCallback`).
 
-Owns `PutRequest` (one put on its way writer -> group commit -> caller), `WriterQueue` (the puts
-waiting, the group being appended, the busy answer for puts stuck behind a slow writer) and
-`CommitLogWriter`: a put's way in (its checks in `put_checks`, its encoding, the queue) and the
-only task that appends to the commit log's segments. It takes everything queued as one group (up
-to `max_group_size`), appends it through `CommitLog.put`, tells the consume side what it
-appended, answers ASYNC puts at once and hands SYNC ones to the group commit, then wakes the
-flush services once per group. Puts submitted with a callback get their outcome from a separate
-task, so the writer and the flush service go straight back to work. Knows nothing of sockets or
-request codes; every outcome is a `PutMessageStatus`, never an exception.
-
-`WriterQueue` uses a deque and one parked task instead of a memory channel, so a put costs an
-append and at most one reschedule. `group[next:]` are puts the writer has taken but not started
-to append; with the deque they are the puts that may still be answered busy when they have
-waited longer than `os_page_cache_busy_timeout_ms` (RocketMQ's PCBUSY_CLEAN_QUEUE): such a put is
-completed OS_PAGE_CACHE_BUSY and the writer skips it, so it is answered busy or stored, never
-both.
+`CommitLogWriter`: a submission's way in (its checks in `put_checks`, its encoding, one
+`PutRequest` on the `WriterQueue` of `put_queue`), the only task that appends to the commit
+log's segments, and the delivery of outcomes. The writer takes everything queued as one group
+(up to `max_group_size` requests), appends each request's batches in one pass through
+`CommitLog.put`, tells the consume side what it appended, answers ASYNC requests at once and
+hands SYNC ones to the group commit, then wakes the flush services once per group. Requests
+submitted with a callback (a receive burst of sends) get their outcomes from a separate task,
+one callback per request, so the writer and the flush service go straight back to work. Knows
+nothing of sockets or request codes; every outcome is a `PutMessageStatus`, never an exception.
 """
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Callable
 from typing import cast
 
-import outcome
 import structlog
 import trio
 
@@ -41,168 +31,19 @@ from store.message import (
 )
 from store.parking import ParkingSpot
 from store.put_checks import check_batch, check_message, check_store
+from store.put_queue import BurstCallback, PutCallback, PutRequest, WriterQueue
 from store.status import AppendMessageStatus, PutMessageStatus, RunningFlags
 
 log = structlog.get_logger()
 
-#: receives a submitted put's outcome, in the store's task; it must not block or raise
-ResultCallback = Callable[[PutMessageResult], None]
 #: records a finished put (counters, slow puts) and returns it: `StoreStats.finish`
 Finish = Callable[[PutMessageResult, int, float], PutMessageResult]
 #: the writer appended a batch: (batch, where it starts, its first queue offset)
 AppendedHook = Callable[[EncodedBatch, int, int], None]
-#: a put's completion hook: (the request, its status); it must not raise
-PutCallback = Callable[["PutRequest", PutMessageStatus], None]
-
-
-class PutRequest:
-    """One put travelling writer -> (flush service) -> caller.
-
-    Completed exactly once: either the waiting task is rescheduled with the status (unless it
-    was cancelled first) or `callback` is called. Cheaper than a `trio.Event` per put: no
-    parking lot, one reschedule. `enqueued_at` (trio time) lets the store answer a put busy
-    once it has waited too long without being appended.
-    """
-
-    __slots__ = (
-        "appended",
-        "batch",
-        "callback",
-        "cancelled",
-        "deadline",
-        "done",
-        "end_offset",
-        "enqueued_at",
-        "task",
-        "wait_flush",
-    )
-
-    def __init__(
-        self,
-        batch: EncodedBatch,
-        wait_flush: bool,
-        callback: PutCallback | None = None,
-        enqueued_at: float = 0.0,
-    ) -> None:
-        self.batch = batch
-        self.wait_flush = wait_flush
-        self.callback = callback
-        self.task = trio.lowlevel.current_task() if callback is None else None
-        self.enqueued_at = enqueued_at
-        self.cancelled = False
-        self.done = False
-        self.appended: object = None
-        self.end_offset = 0
-        self.deadline = 0.0
-
-    def abort(self, _raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
-        self.cancelled = True
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    def complete(self, status: PutMessageStatus) -> None:
-        if self.done or self.cancelled:
-            return
-        self.done = True
-        callback = self.callback
-        if callback is None:
-            trio.lowlevel.reschedule(cast(trio.lowlevel.Task, self.task), outcome.Value(status))
-            return
-        try:
-            callback(self, status)
-        except Exception:
-            # The caller's hook failed: its own put is lost to it, the store's task goes on.
-            log.exception("put_callback_failed", status=status.name)
-
-    async def wait(self) -> PutMessageStatus:
-        result: PutMessageStatus = await trio.lowlevel.wait_task_rescheduled(self.abort)
-        return result
-
-
-class WriterQueue:
-    def __init__(self) -> None:
-        self._waiting: collections.deque[PutRequest] = collections.deque()
-        self._spot = ParkingSpot()
-        self.closed = False
-        #: the group being appended and the index of its next put
-        self.group: list[PutRequest] = []
-        self.next = 0
-        #: when the writer started its current group (None between groups)
-        self.busy_since: float | None = None
-
-    def __len__(self) -> int:
-        return len(self._waiting)
-
-    def put(self, request: PutRequest) -> None:
-        self._waiting.append(request)
-        self._spot.wake()
-
-    def close(self) -> None:
-        """No more puts: the writer finishes what is queued, then `take` returns None."""
-        self.closed = True
-        self._spot.wake()
-
-    async def take(self, max_group: int) -> list[PutRequest] | None:
-        """The next group (parks while nothing waits); None once closed and drained."""
-        waiting = self._waiting
-        while not waiting:
-            if self.closed:
-                return None
-            await self._spot.park()
-        count = min(len(waiting), max_group)
-        self.group = [waiting.popleft() for _ in range(count)]
-        self.next = 0
-        self.busy_since = trio.current_time()
-        return self.group
-
-    def group_done(self) -> None:
-        self.busy_since = None
-        self.group = []
-        self.next = 0
-
-    # --- puts stuck behind the writer ----------------------------------------------------------
-
-    async def sweep_stale(self, timeout_s: float) -> None:
-        """Answer busy every put that has waited `timeout_s` without being appended. One task,
-        sleeping until the oldest waiting put is due: no timer per put."""
-        while True:
-            oldest = self._oldest_waiting()
-            if oldest is None:
-                await trio.sleep(timeout_s)
-                continue
-            await trio.sleep_until(oldest + timeout_s)
-            self.answer_stale(trio.current_time() - timeout_s)
-
-    def _oldest_waiting(self) -> float | None:
-        group = self.group
-        for index in range(self.next, len(group)):
-            request = group[index]
-            if not (request.done or request.cancelled):
-                return request.enqueued_at
-        return self._waiting[0].enqueued_at if self._waiting else None
-
-    def answer_stale(self, cutoff: float) -> int:
-        """Complete OS_PAGE_CACHE_BUSY every unanswered put enqueued at or before `cutoff`."""
-        busy = PutMessageStatus.OS_PAGE_CACHE_BUSY
-        group = self.group
-        answered = 0
-        for index in range(self.next, len(group)):
-            request = group[index]
-            if request.enqueued_at <= cutoff and not (request.done or request.cancelled):
-                answered += 1
-                request.complete(busy)  # done now: the writer will skip it
-        waiting = self._waiting
-        while waiting and waiting[0].enqueued_at <= cutoff:
-            request = waiting.popleft()
-            if not (request.done or request.cancelled):
-                answered += 1
-                request.complete(busy)
-        if answered:
-            log.warning("stale_puts_answered_busy", puts=answered, queued=len(waiting))
-        return answered
 
 
 class CommitLogWriter:
-    """The put's way in (`put`, `submit_messages`), the writer task (`run`) and the outcome
+    """The put's way in (`put`, `submit_burst`), the writer task (`run`) and the outcome
     task (`deliver_outcomes`)."""
 
     def __init__(
@@ -230,64 +71,82 @@ class CommitLogWriter:
         self.done = trio.Event()
         #: told of every append; set once the consume side exists (after recovery)
         self.on_appended: AppendedHook | None = None
-        # Outcomes of submitted puts waiting for `deliver_outcomes`, and that task when parked.
-        self._outcomes: list[tuple[ResultCallback, PutRequest, PutMessageStatus, float]] = []
+        # Submitted requests completed, waiting for `deliver_outcomes`, and that task when parked.
+        self._outcomes: list[tuple[PutRequest, PutMessageStatus]] = []
         self._deliverer_spot = ParkingSpot()
 
     # --- the way in -------------------------------------------------------------------------
 
     async def put(self, msgs: list[MessageExtBrokerInner], *, batch: bool) -> PutMessageResult:
         """Store `msgs` (one message, or a batch when `batch`) and wait for the outcome."""
-        started = trio.current_time()
-        request = self.submit(msgs, batch, started)
-        if isinstance(request, PutMessageResult):
-            return request
-        put_status = await request.wait()
-        return self.result(request, put_status, started)
+        request = self._prepare([msgs], batch, None)
+        if request.batches:
+            put_status = await request.wait()
+            self._fill_results(request, put_status)
+        return cast(PutMessageResult, request.results[0])
 
-    def submit_messages(self, msgs: list[MessageExtBrokerInner], on_result: ResultCallback) -> None:
-        """`put` without a task waiting (a batch unless one message): `on_result` gets the
-        outcome from the outcome task, or before this returns when the put is refused at once."""
-        started = trio.current_time()
+    def submit_burst(
+        self, puts: list[list[MessageExtBrokerInner]], on_results: BurstCallback
+    ) -> None:
+        """Several puts (each one message, or a batch unless one message) as one request to the
+        writer: appended in one pass, flushed together, and `on_results` called once with their
+        outcomes in order, from the outcome task or before this returns when all are refused.
+        Under SYNC_FLUSH the puts of a burst are answered together once all are flushed."""
+        request = self._prepare(puts, None, self._queue_outcome, on_results)
+        if not request.batches:
+            on_results(cast(list[PutMessageResult], request.results))
 
-        def delivered(request: PutRequest, put_status: PutMessageStatus) -> None:
-            # Deferred to the outcome task: the writer and the flush service go straight
-            # back to appending and flushing (the next fdatasync overlaps the callbacks).
-            self._outcomes.append((on_result, request, put_status, started))
-            self._deliverer_spot.wake()
-
-        request = self.submit(msgs, len(msgs) != 1, started, delivered)
-        if isinstance(request, PutMessageResult):
-            on_result(request)
-
-    def submit(
+    def _prepare(
         self,
-        msgs: list[MessageExtBrokerInner],
-        batch: bool,
-        started: float,
-        callback: PutCallback | None = None,
-    ) -> PutRequest | PutMessageResult:
-        """The checks before the writer in RocketMQ's order (a batch's own rules when `batch`),
-        the encoding, then the queue; a refusal is returned as a finished result."""
+        puts: list[list[MessageExtBrokerInner]],
+        batch: bool | None,
+        callback: PutCallback | None,
+        on_results: BurstCallback | None = None,
+    ) -> PutRequest:
+        """The checks before the writer in RocketMQ's order (a batch's own rules when `batch`,
+        None: when more than one message), the encoding, then one request on the queue for the
+        puts that passed; those refused have their results already."""
+        started = trio.current_time()
         config = self.config
         queue = self.queue
+        request = PutRequest([], False, callback, started)
+        request.on_results = on_results
+        results = request.results = [None] * len(puts)
         problem = check_store(
             config, self.running_flags, queue.closed, self.is_os_page_cache_busy()
-        ) or (check_batch(msgs, config.max_message_size) if batch else check_message(msgs[0]))
-        if problem is None:
-            encoded = encode_batch(msgs, self.now_ms(), config.max_message_size)
-            if encoded is AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED:
-                problem = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
-            elif isinstance(encoded, AppendMessageStatus):
-                problem = PutMessageStatus.MESSAGE_ILLEGAL
-            elif len(queue) >= config.put_queue_capacity:
-                problem = PutMessageStatus.WRITER_QUEUE_FULL
-            else:
-                wait = self.sync_flush and msgs[0].wait_store_msg_ok
-                request = PutRequest(encoded, wait, callback, started)
-                queue.put(request)
-                return request
-        return self.finish(PutMessageResult(problem), 0, started)
+        )
+        room = config.put_queue_capacity - len(queue)  # puts past it are refused one by one
+        now_ms = self.now_ms()
+        for position, msgs in enumerate(puts):
+            own = problem
+            if own is None:
+                as_batch = len(msgs) != 1 if batch is None else batch
+                max_size = config.max_message_size
+                own = check_batch(msgs, max_size) if as_batch else check_message(msgs[0])
+            if own is None:
+                encoded = encode_batch(msgs, now_ms, config.max_message_size)
+                if encoded is AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED:
+                    own = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                elif isinstance(encoded, AppendMessageStatus):
+                    own = PutMessageStatus.MESSAGE_ILLEGAL
+                elif len(request.batches) >= room:
+                    own = PutMessageStatus.WRITER_QUEUE_FULL
+                else:
+                    request.batches.append(encoded)
+                    request.positions.append(position)
+                    request.wait_flush = request.wait_flush or msgs[0].wait_store_msg_ok
+                    continue
+            results[position] = self.finish(PutMessageResult(own), 0, started)
+        if request.batches:
+            request.wait_flush = request.wait_flush and self.sync_flush
+            queue.put(request)
+        return request
+
+    def _queue_outcome(self, request: PutRequest, put_status: PutMessageStatus) -> None:
+        # Deferred to the outcome task: the writer and the flush service go straight back to
+        # appending and flushing (the next fdatasync overlaps the callbacks).
+        self._outcomes.append((request, put_status))
+        self._deliverer_spot.wake()
 
     def is_os_page_cache_busy(self) -> bool:
         """The writer has been inside one group longer than `os_page_cache_busy_timeout_ms`."""
@@ -296,28 +155,34 @@ class CommitLogWriter:
             return False
         return (trio.current_time() - since) * 1000 > self.config.os_page_cache_busy_timeout_ms
 
-    def result(
-        self, request: PutRequest, put_status: PutMessageStatus, started: float
-    ) -> PutMessageResult:
-        """The finished result of a put the writer answered."""
-        appended = request.appended
-        if not isinstance(appended, Appended):
-            return self.finish(PutMessageResult(put_status), 0, started)
-        batch = request.batch
-        host = batch.store_host_bytes
-        base = appended.wrote_offset
-        append_result = AppendMessageResult(
-            status=AppendMessageStatus.PUT_OK,
-            wrote_offset=base,
-            wrote_bytes=len(batch.data),
-            msg_ids=(offset_msg_id(host, base),)
-            if len(batch.records) == 1
-            else tuple(offset_msg_id(host, base + start) for start, _ in batch.records),
-            store_timestamp=appended.store_timestamp,
-            logics_offset=appended.logics_offset,
-            msg_num=len(batch.records),
-        )
-        return self.finish(PutMessageResult(put_status, append_result), len(batch.data), started)
+    def _fill_results(self, request: PutRequest, put_status: PutMessageStatus) -> None:
+        """The finished result of each batch of a request the writer answered: its own status
+        when it was not appended, else the request's with where it went."""
+        results, appended, started = request.results, request.appended, request.enqueued_at
+        finish = self.finish
+        for part, batch in enumerate(request.batches):
+            where = appended[part] if part < len(appended) else put_status
+            position = request.positions[part]
+            if not isinstance(where, Appended):
+                results[position] = finish(PutMessageResult(where), 0, started)
+                continue
+            host = batch.store_host_bytes
+            base = where.wrote_offset
+            records = batch.records
+            append_result = AppendMessageResult(
+                status=AppendMessageStatus.PUT_OK,
+                wrote_offset=base,
+                wrote_bytes=len(batch.data),
+                msg_ids=(offset_msg_id(host, base),)
+                if len(records) == 1
+                else tuple(offset_msg_id(host, base + start) for start, _ in records),
+                store_timestamp=where.store_timestamp,
+                logics_offset=where.logics_offset,
+                msg_num=len(records),
+            )
+            results[position] = finish(
+                PutMessageResult(put_status, append_result), len(batch.data), started
+            )
 
     # --- the writer --------------------------------------------------------------------------
 
@@ -349,20 +214,26 @@ class CommitLogWriter:
         appended_any = False
         on_appended = self.on_appended
         queue = self.queue
+        put = self.commit_log.put
         for index, request in enumerate(group):
             queue.next = index + 1
             if request.cancelled or request.done:
                 continue  # the caller gave up, or it was answered busy: never append it
-            result = await self.commit_log.put(request.batch, now_ms)
-            if not isinstance(result, Appended):
-                request.complete(result)
+            appended = request.appended
+            end = -1
+            for batch in request.batches:
+                result = await put(batch, now_ms)
+                appended.append(result)
+                if isinstance(result, Appended):
+                    end = result.wrote_offset + len(batch.data)
+                    if on_appended is not None:
+                        on_appended(batch, result.wrote_offset, result.logics_offset)
+            if end < 0:
+                request.complete(cast(PutMessageStatus, appended[-1]))  # each has its status
                 continue
             appended_any = True
-            request.appended = result
-            if on_appended is not None:
-                on_appended(request.batch, result.wrote_offset, result.logics_offset)
             if request.wait_flush:
-                request.end_offset = result.wrote_offset + len(request.batch.data)
+                request.end_offset = end
                 request.deadline = trio.current_time() + timeout_s
                 self.to_group_commit(request)
             else:
@@ -373,7 +244,7 @@ class CommitLogWriter:
     # --- outcomes of submitted puts -----------------------------------------------------------
 
     async def deliver_outcomes(self) -> None:
-        """Run the callbacks of `submit_messages` puts, a batch per wake-up."""
+        """Run the callbacks of `submit_burst` requests, a batch per wake-up."""
         while True:
             if not self._outcomes:
                 await self._deliverer_spot.park()
@@ -385,8 +256,11 @@ class CommitLogWriter:
     def deliver_pending_outcomes(self) -> None:
         while self._outcomes:
             outcomes, self._outcomes = self._outcomes, []
-            for on_result, request, put_status, started in outcomes:
+            for request, put_status in outcomes:
                 try:
-                    on_result(self.result(request, put_status, started))
+                    self._fill_results(request, put_status)
+                    cast(BurstCallback, request.on_results)(
+                        cast(list[PutMessageResult], request.results)
+                    )
                 except Exception:
                     log.exception("put_callback_failed", status=put_status.name)

@@ -59,10 +59,12 @@ Respond = Callable[[RemotingCommand, RemotingCommand | None], None]
 class InlineProcessor(Protocol):
     """A processor that can take a request without a task of its own."""
 
-    def submit(self, request: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
-        """Start `request` and return True: `respond` is then called exactly once, later or
-        before this returns. Return False, having done nothing, when the request needs
-        `process` (an await). Raises only before handing the request on."""
+    def submit_burst(
+        self, requests: list[RemotingCommand], ctx: RequestContext, respond: Respond
+    ) -> list[RemotingCommand]:
+        """Start `requests` (frames of one receive, in order) and return those that need
+        `process` (an await), untouched: each of the others gets `respond` called exactly once,
+        later or before this returns. Raises only before handing any request on."""
         ...
 
     async def process(

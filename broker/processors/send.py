@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Final
+from typing import Final, cast
 
 import structlog
 import trio
 
 from broker.processors import RequestContext, Respond
+from broker.processors.send_batch import NUL_REMARK, batch_records, illegal
 from broker.processors.send_checks import (
     check_allowed,
     check_broker_accepts,
@@ -29,26 +30,21 @@ from broker.processors.send_checks import (
     retry_or_dlq,
 )
 from broker.responses import BUSY_REASONS, SEND_OK_STATUSES, STATUS_NAMES, put_result_response
-from broker.rewrites import apply_delay, delay_level, drop_delay, to_half_message
+from broker.rewrites import apply_delay, drop_delay, to_half_message
 from broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicConfig
-from protocol.batch import decode_batch_body
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from protocol.compression import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, decompress_body
 from protocol.errors import HeaderFieldError
 from protocol.headers import SendMessageRequestHeader, decode_send_header
 from protocol.properties import MessageConst, decode_properties, encode_properties
 from store.message import (
     MULTI_TAGS_FLAG,
-    TRANSACTION_NOT_TYPE,
     PutMessageResult,
-    get_transaction_value,
     java_string_hash,
 )
 from store.message import MessageExtBrokerInner as Inner
 from store.status import PutMessageStatus
 
-MAX_PROPERTIES_LENGTH: Final = 32767
 log = structlog.get_logger()
 _MC = MessageConst
 
@@ -56,21 +52,19 @@ _MC = MessageConst
 #: the remark of a send turned away while the store is busy (RocketMQ's wording)
 REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
 
-#: the store treats NUL in properties as a torn (zero-filled) write, so none may be stored
-NUL_REMARK: Final = "message properties may not contain the NUL character"
 
-
-def _illegal(remark: str) -> HeaderFieldError:
-    return HeaderFieldError("body", remark, ResponseCode.MESSAGE_ILLEGAL)
+def _system_error(request: RemotingCommand, exc: Exception) -> RemotingCommand:
+    return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
 
 
 class SendMessageProcessor:
     """Stateless apart from its random source (used for queueId < 0).
 
-    Two ways in: `process` (a task awaits the store) and `submit` (no task: the store calls
-    back). Both run the one preparation (`_prepare`: the checks and the records) and build the
-    same responses; `submit` declines the requests that may create a topic or group (its table
-    is persisted with an await), `process` awaits that persistence and the store.
+    Two ways in: `process` (a task awaits the store) and `submit_burst` (the sends of one
+    receive, no task: one store submission, the store calls back). Both run the one preparation
+    (`_prepare`: the checks and the records) and build the same responses; `submit_burst`
+    declines the requests that may create a topic or group (its table is persisted with an
+    await), `process` awaits that persistence and the store.
     """
 
     def __init__(self, rng: random.Random | None = None) -> None:
@@ -120,44 +114,59 @@ class SendMessageProcessor:
             started=started,
         )
 
-    def submit(self, request: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
-        """The send path without a task: checks and records here, the response from the
-        store's callback. False (nothing done) for a topic that is not known yet or a
+    def submit_burst(
+        self, requests: list[RemotingCommand], ctx: RequestContext, respond: Respond
+    ) -> list[RemotingCommand]:
+        """The send path without a task, for the sends of one receive: checks and records
+        here, one submission to the store for all of them, their responses from one store
+        callback. Returns, untouched, the sends of a topic that is not known yet or of a
         `%RETRY%` topic: those may create topics, which `process` persists."""
         ext = self._ext(ctx)
-        rejected = self._reject_request(request, ctx, ext)
-        if rejected is not None:
-            respond(request, rejected)
-            return True
+        if ctx.broker.store.is_os_page_cache_busy():
+            for request in requests:
+                respond(request, cast(RemotingCommand, self._reject_request(request, ctx, ext)))
+            return []
         started = trio.current_time()
-        try:
-            prepared = self._prepare(request, ctx, may_create=False)
-        except HeaderFieldError as exc:
-            respond(request, request.make_response(exc.response_code, str(exc), ext_fields=ext))
-            return True
-        if prepared is None:
-            return False
-        header, queue_id, records = prepared
-
-        def on_result(result: PutMessageResult) -> None:
+        declined: list[RemotingCommand] = []
+        taken: list[tuple[RemotingCommand, str, int, list[Inner]]] = []
+        for request in requests:
             try:
-                response = self._response(
-                    request,
-                    ctx,
-                    ext,
-                    topic=header.topic,
-                    queue_id=queue_id,
-                    records=records,
-                    result=result,
-                    started=started,
-                )
+                prepared = self._prepare(request, ctx, may_create=False)
+            except HeaderFieldError as exc:
+                respond(request, request.make_response(exc.response_code, str(exc), ext_fields=ext))
+                continue
             except Exception as exc:
-                log.exception("send_response_failed")
-                response = request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
-            respond(request, response)
+                log.exception("processor_failed", code=request.code)
+                respond(request, _system_error(request, exc))
+                continue
+            if prepared is None:
+                declined.append(request)
+            else:
+                header, queue_id, records = prepared
+                taken.append((request, header.topic, queue_id, records))
+        if not taken:
+            return declined
 
-        ctx.broker.store.submit_messages(records, on_result)
-        return True
+        def on_results(results: list[PutMessageResult]) -> None:
+            for (request, topic, queue_id, records), result in zip(taken, results, strict=True):
+                try:
+                    response = self._response(
+                        request,
+                        ctx,
+                        dict(ext),
+                        topic=topic,
+                        queue_id=queue_id,
+                        records=records,
+                        result=result,
+                        started=started,
+                    )
+                except Exception as exc:
+                    log.exception("send_response_failed")
+                    response = _system_error(request, exc)
+                respond(request, response)
+
+        ctx.broker.store.submit_burst([records for *_, records in taken], on_results)
+        return declined
 
     def _reject_request(
         self, request: RemotingCommand, ctx: RequestContext, ext: dict[str, str]
@@ -195,7 +204,7 @@ class SendMessageProcessor:
             topic_config = found
         queue_id, sys_flag = self._queue_and_flag(header, topic_config, ctx)
         if header.batch:
-            return header, queue_id, self._batch_records(request, header, queue_id, sys_flag, ctx)
+            return header, queue_id, batch_records(request, header, queue_id, sys_flag, ctx)
         if may_create:  # (without it, no %RETRY% topic comes this far)
             topic, store_queue_id, dead_letter = retry_or_dlq(
                 header, queue_id, request.version, broker
@@ -273,7 +282,7 @@ class SendMessageProcessor:
     ) -> Inner:
         broker = ctx.broker
         if header.properties and "\x00" in header.properties:
-            raise _illegal(NUL_REMARK)
+            raise illegal(NUL_REMARK)
         props = decode_properties(header.properties)
         check_property_pairs(props)
         if dead_letter:
@@ -307,64 +316,6 @@ class SendMessageProcessor:
             to_half_message(record, props)
         apply_delay(record, props, broker.delay_levels_ms)
         return record
-
-    def _batch_records(
-        self,
-        request: RemotingCommand,
-        header: SendMessageRequestHeader,
-        queue_id: int,
-        sys_flag: int,
-        ctx: RequestContext,
-    ) -> list[Inner]:
-        broker = ctx.broker
-        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            raise _illegal(f"Batch request does not support retry group {header.topic}")
-        body = request.body or b""
-        max_size = broker.config.store.max_message_size
-        if sys_flag & COMPRESSED_FLAG:
-            # The C++ client compresses a whole batch body of 4 KiB or more; the records are
-            # stored uncompressed, each with its own CRC, so the flag goes with the wrapper.
-            body = decompress_body(body, sys_flag, max_length=max_size + 1)
-            sys_flag &= ~(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)
-        if len(body) > max_size:
-            raise _illegal(f"batch body of {len(body)} bytes exceeds max_message_size {max_size}")
-        batch_props = decode_properties(header.properties)
-        if get_transaction_value(sys_flag) != TRANSACTION_NOT_TYPE or delay_level(batch_props) > 0:
-            raise _illegal("batch messages may not be transactional or delayed")
-        batch_props[_MC.CLUSTER] = broker.config.broker_cluster_name
-        wait_text = batch_props.get(_MC.WAIT_STORE_MSG_OK)
-        batch_string = encode_properties(batch_props)
-        if len(batch_string) > MAX_PROPERTIES_LENGTH:
-            raise _illegal(f"batch properties of {len(batch_string)} characters exceed 32767")
-        records = []
-        for index, entry in enumerate(decode_batch_body(body)):
-            # Own pairs, then the batch's (they win), re-encoded: no pair without its \x01.
-            own = decode_properties(entry.properties)
-            pairs = {**own, **batch_props}
-            check_property_pairs(pairs, f"batch message {index}: ")
-            merged = encode_properties(pairs)
-            if "\x00" in merged:
-                raise _illegal(f"batch message {index}: {NUL_REMARK}")
-            if len(merged.encode("utf-8", "replace")) > MAX_PROPERTIES_LENGTH:
-                raise _illegal(f"batch message {index} has properties over 32767 bytes")
-            tags = own.get(_MC.TAGS)
-            records.append(
-                Inner(
-                    topic=header.topic,
-                    queue_id=queue_id,
-                    body=entry.body,
-                    properties_string=merged,
-                    sys_flag=sys_flag,
-                    flag=entry.flag,
-                    born_timestamp=header.born_timestamp,
-                    born_host=ctx.remote,
-                    store_host=broker.store_host,
-                    reconsume_times=header.reconsume_times or 0,
-                    wait_store_msg_ok=wait_text is None or wait_text.lower() == "true",
-                    tags_code=java_string_hash(tags) if tags else 0,
-                )
-            )
-        return records
 
     def _observe(
         self,

@@ -1,5 +1,6 @@
-"""Requests taken without a task (`InlineProcessor.submit`): answered by callback, out of order,
-within the in-flight limit, and beside the task path on the same connection."""
+"""Requests taken without a task (`InlineProcessor.submit_burst`): answered by callback, out of
+order, within the in-flight limit, the frames of one receive handed on together, and beside the
+task path on the same connection."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from broker.connection import Connection, Dispatcher
 from broker.processors import RequestContext, RequestProcessor, Respond
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
+from protocol.frame import encode_frame
 from tests.broker.test_connection import Echo, Peer, context, request
 
 HELD, DECLINED, BROKEN = 2001, 2002, 2003
@@ -26,10 +28,16 @@ class Held:
 
     def __init__(self) -> None:
         self.waiting: dict[int, tuple[RemotingCommand, Respond]] = {}
+        #: the opaques of each burst handed over
+        self.bursts: list[list[int]] = []
 
-    def submit(self, req: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
-        self.waiting[req.opaque] = (req, respond)
-        return True
+    def submit_burst(
+        self, reqs: list[RemotingCommand], ctx: RequestContext, respond: Respond
+    ) -> list[RemotingCommand]:
+        self.bursts.append([req.opaque for req in reqs])
+        for req in reqs:
+            self.waiting[req.opaque] = (req, respond)
+        return []
 
     async def process(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         raise AssertionError("an inline request must not reach process()")
@@ -45,8 +53,10 @@ class Declined:
     def __init__(self) -> None:
         self.processed = 0
 
-    def submit(self, req: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
-        return False
+    def submit_burst(
+        self, reqs: list[RemotingCommand], ctx: RequestContext, respond: Respond
+    ) -> list[RemotingCommand]:
+        return reqs
 
     async def process(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         self.processed += 1
@@ -55,7 +65,9 @@ class Declined:
 
 
 class Broken:
-    def submit(self, req: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
+    def submit_burst(
+        self, reqs: list[RemotingCommand], ctx: RequestContext, respond: Respond
+    ) -> list[RemotingCommand]:
         raise RuntimeError("table on fire")
 
     async def process(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
@@ -132,3 +144,50 @@ async def test_a_failing_submit_is_answered_and_the_connection_lives(peer: Peer)
     assert [e["event"] for e in logs if e["log_level"] == "error"] == ["processor_failed"]
     await peer.send(request(1, 2))
     assert (await peer.receive()).opaque == 2
+
+
+async def test_the_frames_of_one_receive_are_handed_on_together(peer: Peer, held: Held) -> None:
+    await peer.stream.send_all(b"".join(encode_frame(request(HELD, o)) for o in (7, 8, 9)))
+    await trio.testing.wait_all_tasks_blocked()
+    assert held.bursts == [[7, 8, 9]]
+    for opaque in (9, 7, 8):
+        held.answer(opaque)
+    assert [(await peer.receive()).opaque for _ in range(3)] == [9, 7, 8]
+
+
+async def test_a_burst_past_the_inflight_limit_is_cut_where_reading_stops(
+    peer: Peer, held: Held
+) -> None:
+    await peer.stream.send_all(b"".join(encode_frame(request(HELD, o)) for o in range(6)))
+    await trio.testing.wait_all_tasks_blocked()
+    assert held.bursts == [[0, 1, 2, 3]]  # max_inflight_per_connection
+    held.answer(0)
+    held.answer(1)
+    await trio.testing.wait_all_tasks_blocked()
+    assert held.bursts == [[0, 1, 2, 3], [4, 5]]
+
+
+async def test_a_burst_of_mixed_codes_keeps_each_request_with_its_processor(
+    peer: Peer, held: Held, declined: Declined
+) -> None:
+    codes = [(HELD, 1), (DECLINED, 2), (HELD, 3), (1, 4)]
+    await peer.stream.send_all(b"".join(encode_frame(request(c, o)) for c, o in codes))
+    await trio.testing.wait_all_tasks_blocked()
+    assert held.bursts == [[1], [3]]  # runs in frame order: another processor's request between
+    held.answer(1)
+    held.answer(3)
+    answers = {(a := await peer.receive()).opaque: a.remark for _ in range(4)}
+    assert answers == {1: "held 1", 2: "by task", 3: "held 3", 4: answers[4]}
+    assert declined.processed == 1
+
+
+async def test_a_failing_burst_answers_each_of_its_requests_once(peer: Peer) -> None:
+    with capture_logs():
+        await peer.stream.send_all(b"".join(encode_frame(request(BROKEN, o)) for o in (1, 2)))
+        answers = [await peer.receive() for _ in range(2)]
+    assert sorted((a.opaque, a.code) for a in answers) == [
+        (1, ResponseCode.SYSTEM_ERROR),
+        (2, ResponseCode.SYSTEM_ERROR),
+    ]
+    await peer.send(request(1, 3))
+    assert (await peer.receive()).opaque == 3
