@@ -22,6 +22,7 @@ from store.decode import (
     find_record_boundary,
 )
 from store.mapped_file import is_segment_name
+from store.record_columns import RecordColumns
 from store.segment_view import SegmentView, open_segment
 
 _RUN = 256  # records decoded at a time: bounds memory, keeps the iterator lazy
@@ -155,10 +156,31 @@ class CommitLogReader:
     ) -> Iterator[CommitLogRecord]:
         """Records starting at `start` (a record start) up to `end` or the durable offset.
 
-        Crosses segments at BLANK records. Finds records with `columns.walk` and decodes them with
-        `columns.decode_columns` (its pure-Python path). Yields every record before the first bad
-        one, then raises RecordFormatError for it (corruption below the durable offset, or `start`
-        is not a record start: use `next_boundary`).
+        Crosses segments at BLANK records. Yields every record before the first bad one, then
+        raises RecordFormatError for it (corruption below the durable offset, or `start` is not a
+        record start: use `next_boundary`). The records of `iter_columns`' pure-Python path.
+        """
+        runs = self.iter_columns(
+            start, end, include_body=include_body, verify_crc=verify_crc, vectorised=False
+        )
+        for columns in runs:
+            yield from columns.records()
+
+    def iter_columns(
+        self,
+        start: int,
+        end: int | None = None,
+        *,
+        include_body: bool = True,
+        verify_crc: bool = True,
+        vectorised: bool | None = None,
+        run: int = _RUN,
+    ) -> Iterator[RecordColumns]:
+        """The records of `iter_records` in runs of at most `run`, column by column.
+
+        Finds records with `columns.walk` and decodes them with `columns.decode_columns`
+        (`vectorised` as there). Before raising for a bad record, yields the run of those before
+        it. A consumer that stops early resumes at the end of the last record it was given.
         """
         durable = self.durable_offset()
         stop = durable if end is None else min(end, durable)
@@ -172,23 +194,33 @@ class CommitLogReader:
                     raise SegmentGoneError(position)
                 raise RecordFormatError(position, "segment missing")
             limit = min(size, durable - base)
-            run = walk(
-                mapping, position - base, stop - base, base=base, limit=limit, max_records=_RUN
+            found = walk(
+                mapping, position - base, stop - base, base=base, limit=limit, max_records=run
             )
-            yield from _records(
+            decode = functools.partial(
+                decode_columns,
                 mapping,
-                run.positions,
                 base=base,
                 limit=limit,
                 include_body=include_body,
                 verify_crc=verify_crc,
+                vectorised=vectorised,
             )
-            if run.error is not None:
-                raise run.error
-            if run.ended:
+            try:
+                columns = decode(found.positions) if found.positions else None
+            except RecordFormatError as exc:
+                good = found.positions[: found.positions.index(exc.offset - base)]
+                if good:
+                    yield decode(good)
+                raise
+            if columns is not None:
+                yield columns
+            if found.error is not None:
+                raise found.error
+            if found.ended:
                 position = base + size
-            elif run.positions:
-                position = base + run.next_position
+            elif found.positions:
+                position = base + found.next_position
             else:  # the segment file ends before the segment size says it should
                 raise RecordFormatError(position, "segment shorter than the segment size")
 
@@ -214,30 +246,3 @@ class CommitLogReader:
                 return base + found
             position = base + size
         return None
-
-
-def _records(
-    mapping: mmap.mmap,
-    positions: list[int],
-    *,
-    base: int,
-    limit: int,
-    include_body: bool,
-    verify_crc: bool,
-) -> Iterator[CommitLogRecord]:
-    """The records at `positions`; those before a bad one are yielded before its error."""
-    decode = functools.partial(
-        decode_columns,
-        mapping,
-        base=base,
-        limit=limit,
-        include_body=include_body,
-        verify_crc=verify_crc,
-        vectorised=False,
-    )
-    try:
-        columns = decode(positions)
-    except RecordFormatError as exc:
-        yield from decode(positions[: positions.index(exc.offset - base)]).records()
-        raise
-    yield from columns.records()
