@@ -5,8 +5,9 @@ commit log, a batch of records at a time in a worker thread (`store.index.runner
 every type but transaction ROLLBACK are indexed, as 4.9's `IndexService.buildIndex`: the UNIQ_KEY
 and each space-separated KEYS entry, as `topic#key`. A batch is one run of records decoded column
 by column, its keys found, hashed and put in array operations (`store.index.batch`); without
-numpy, record by record (`index_keys`, `IndexFile.put_key`), with the same bytes. A file that is full is followed by a new one
-named by the wall clock (`yyyyMMddHHmmssSSS`, moved on a millisecond when that name is taken).
+numpy, record by record (`index_keys`, `IndexFile.put_key`), with the same bytes. A file that
+is full is followed by a new one named by the wall clock (`yyyyMMddHHmmssSSS`, moved on a
+millisecond when that name is taken).
 
 Crash safety. Every second (and at close) the files written since are msync'ed and then
 `config/indexCheckpoint` records, atomically, the commit-log offset indexed up to, the last
