@@ -238,7 +238,7 @@ class IndexService:
                 for rec in columns.records():
                     self._index_record(rec)
             last = len(columns) - 1
-            self.indexed_offset = columns.physical_offset[last] + columns.total_size[last]
+            self.indexed_offset = int(columns.physical_offset[last] + columns.total_size[last])
             return  # one run a batch: the reader stops at BUILD_BATCH records
         self.indexed_offset = end  # the reader went all the way, across segment-end blanks
 
