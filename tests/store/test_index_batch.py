@@ -85,6 +85,7 @@ def build(root: str, copy: str, *, vectorised: bool, stops: list[int]) -> list[b
             assert service.build_batch(stop)
     service.save(force=True)
     assert service.vectorised is vectorised  # numpy was there: the batched path ran
+    assert type(service.indexed_offset) is int  # not a numpy integer
     files = [f.mm[:] for f in service.files]
     offset, _, count = Path(copy, "config", "indexCheckpoint").read_text().split()
     service.close()
