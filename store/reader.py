@@ -12,6 +12,7 @@ import functools
 import mmap
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from store.checkpoint import read_flush_offset
 from store.columns import decode_columns, walk
@@ -33,6 +34,18 @@ class SegmentGoneError(RecordFormatError):
 
     def __init__(self, offset: int) -> None:
         super().__init__(offset, "segment deleted by retention")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Records found in one segment: its mapping (at physical offset `base`, readable below
+    `limit`), and the positions and sizes of the records in it."""
+
+    mapping: mmap.mmap
+    base: int
+    limit: int
+    positions: list[int]
+    sizes: list[int]
 
 
 class CommitLogReader:
@@ -178,9 +191,34 @@ class CommitLogReader:
     ) -> Iterator[RecordColumns]:
         """The records of `iter_records` in runs of at most `run`, column by column.
 
-        Finds records with `columns.walk` and decodes them with `columns.decode_columns`
-        (`vectorised` as there). Before raising for a bad record, yields the run of those before
-        it. A consumer that stops early resumes at the end of the last record it was given.
+        Decodes the runs of `iter_walks` with `columns.decode_columns` (`vectorised` as there).
+        Before raising for a bad record, yields the run of those before it. A consumer that
+        stops early resumes at the end of the last record it was given.
+        """
+        for found in self.iter_walks(start, end, run=run):
+            decode = functools.partial(
+                decode_columns,
+                found.mapping,
+                base=found.base,
+                limit=found.limit,
+                include_body=include_body,
+                verify_crc=verify_crc,
+                vectorised=vectorised,
+            )
+            try:
+                columns = decode(found.positions)
+            except RecordFormatError as exc:
+                good = found.positions[: found.positions.index(exc.offset - found.base)]
+                if good:
+                    yield decode(good)
+                raise
+            yield columns
+
+    def iter_walks(self, start: int, end: int | None = None, *, run: int = _RUN) -> Iterator[Run]:
+        """Where the records of `iter_records` lie, at most `run` at a time (none decoded).
+
+        Crosses segments at BLANK records; raises RecordFormatError for a header that is not a
+        record after yielding the run before it.
         """
         durable = self.durable_offset()
         stop = durable if end is None else min(end, durable)
@@ -197,24 +235,8 @@ class CommitLogReader:
             found = walk(
                 mapping, position - base, stop - base, base=base, limit=limit, max_records=run
             )
-            decode = functools.partial(
-                decode_columns,
-                mapping,
-                base=base,
-                limit=limit,
-                include_body=include_body,
-                verify_crc=verify_crc,
-                vectorised=vectorised,
-            )
-            try:
-                columns = decode(found.positions) if found.positions else None
-            except RecordFormatError as exc:
-                good = found.positions[: found.positions.index(exc.offset - base)]
-                if good:
-                    yield decode(good)
-                raise
-            if columns is not None:
-                yield columns
+            if found.positions:
+                yield Run(mapping, base, limit, found.positions, found.sizes)
             if found.error is not None:
                 raise found.error
             if found.ended:

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from store.index.index_file import HEADER_SIZE, INVALID_INDEX, ITEM, ITEM_SIZE, IndexFile, java_hash
+from store.index.locate import RunFields
 from store.message import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from store.record_columns import Packed, RecordColumns
 
@@ -70,7 +71,7 @@ class RunKeys:
         return RunKeys(self.hashed[count:], self.offsets[count:], self.timestamps[count:])
 
 
-def run_keys(columns: RecordColumns) -> RunKeys:
+def run_keys(columns: RecordColumns | RunFields) -> RunKeys:
     """The keys 4.9 indexes of the records of `columns`, in the order it puts them."""
     props, offsets = _packed(columns.properties)
     uniq_rec, uniq_start, uniq_end = _first_values(props, offsets, b"UNIQ_KEY")

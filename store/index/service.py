@@ -43,7 +43,6 @@ from store.index.index_file import IndexFile, index_keys
 from store.mapped_file import fsync_dir, make_dirs
 from store.message import TRANSACTION_ROLLBACK_TYPE, get_transaction_value
 from store.reader import CommitLogReader, SegmentGoneError
-from store.record_columns import RecordColumns
 
 log = structlog.get_logger()
 INDEX_DIR: Final = "index"
@@ -230,36 +229,45 @@ class IndexService:
             return self.indexed_offset > start
 
     def _index_records(self, start: int, end: int) -> None:
+        if self.vectorised and self._index_located(start, end):
+            return
         runs = self.reader.iter_columns(
             start, end, include_body=False, verify_crc=False, run=BUILD_BATCH
         )
         for columns in runs:
-            if not self.vectorised or not self._index_run(columns):
-                for rec in columns.records():
-                    self._index_record(rec)
+            for rec in columns.records():
+                self._index_record(rec)
             last = len(columns) - 1
             self.indexed_offset = int(columns.physical_offset[last] + columns.total_size[last])
             return  # one run a batch: the reader stops at BUILD_BATCH records
         self.indexed_offset = end  # the reader went all the way, across segment-end blanks
 
-    def _index_run(self, columns: RecordColumns) -> bool:
-        """The keys of a run, put in array operations; False without numpy."""
+    def _index_located(self, start: int, end: int) -> bool:
+        """A run indexed in array operations from the fields the index reads only; False when
+        it must be decoded whole (a record that does not add up; no numpy)."""
         try:
             from store.index.batch import put_keys, run_keys  # numpy is optional
+            from store.index.locate import locate_run
         except ImportError:
             self.vectorised = False
             return False
-        keys = run_keys(columns)
-        if not len(keys):
+        for found in self.reader.iter_walks(start, end, run=BUILD_BATCH):
+            fields = locate_run(found)
+            if fields is None:
+                return False
+            keys = run_keys(fields)
+            current = self._last_file() if len(keys) else None
+            if current is not None:
+                keys = keys.from_offset(current.end_offset)  # indexed before: not again (4.9)
+            while current is not None and len(keys):
+                put = put_keys(current, keys)
+                self._written.add(current)
+                keys = keys.skip(put)
+                if len(keys):
+                    current = self._roll(current)
+            self.indexed_offset = found.base + found.positions[-1] + found.sizes[-1]
             return True
-        current = self._last_file()
-        keys = keys.from_offset(current.end_offset)  # records indexed before are not (4.9)
-        while len(keys):
-            put = put_keys(current, keys)
-            self._written.add(current)
-            keys = keys.skip(put)
-            if len(keys):
-                current = self._roll(current)
+        self.indexed_offset = end  # the reader went all the way, across segment-end blanks
         return True
 
     def _index_record(self, rec: CommitLogRecord) -> None:

@@ -16,6 +16,7 @@ import trio
 from store.config import MessageStoreConfig
 from store.index.batch import run_keys
 from store.index.index_file import index_keys, key_hash
+from store.index.locate import locate_run
 from store.index.service import INDEX_DIR, IndexService
 from store.message import (
     TRANSACTION_COMMIT_TYPE,
@@ -105,11 +106,18 @@ def test_run_keys_are_the_keys_and_hashes_of_each_record(log_root: str) -> None:
             if get_transaction_value(rec.sys_flag) != TRANSACTION_ROLLBACK_TYPE
             for key in index_keys(rec.properties)
         ]
-        found: list[tuple[int, int]] = []
+        decoded: list[tuple[int, int]] = []  # from runs decoded whole
         for columns in reader.iter_columns(0, include_body=False, verify_crc=False, run=1000):
             keys = run_keys(columns)
-            found.extend(zip(keys.offsets.tolist(), keys.hashed.tolist(), strict=True))
-    assert found == expected
+            decoded.extend(zip(keys.offsets.tolist(), keys.hashed.tolist(), strict=True))
+        located: list[tuple[int, int]] = []  # from the fields the index reads only
+        for run in reader.iter_walks(0, run=7):
+            fields = locate_run(run)
+            assert fields is not None
+            keys = run_keys(fields)
+            located.extend(zip(keys.offsets.tolist(), keys.hashed.tolist(), strict=True))
+    assert decoded == expected
+    assert located == expected
     assert len(expected) == 3 * 28  # every case above adds what its comment says
     assert key_hash("T1#oxqlwna") == 0
 
