@@ -3,9 +3,10 @@
 Follows the dispatched offset (`ConsumeService.dispatched_offset`) with its own reader of the
 commit log, a batch of records at a time in a worker thread (`store.index.runner`). Records of
 every type but transaction ROLLBACK are indexed, as 4.9's `IndexService.buildIndex`: the UNIQ_KEY
-and each space-separated KEYS entry, as `topic#key`. A batch is one run of records decoded column
-by column, its keys found, hashed and put in array operations (`store.index.batch`); without
-numpy, record by record (`index_keys`, `IndexFile.put_key`), with the same bytes. A file that
+and each space-separated KEYS entry, as `topic#key`. A batch is one run of records, the fields
+the index needs read from the layout (`store.index.locate`), its keys found, hashed and put in
+array operations (`store.index.batch`); without numpy, or for a run with a record that does not
+add up, record by record (`index_keys`, `IndexFile.put_key`), with the same bytes. A file that
 is full is followed by a new one named by the wall clock (`yyyyMMddHHmmssSSS`, moved on a
 millisecond when that name is taken).
 
