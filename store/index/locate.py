@@ -11,6 +11,7 @@ then decodes it with `columns.decode_columns`, which raises for that record.
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
@@ -88,7 +89,7 @@ def _locate(data: npt.NDArray[np.uint8], run: Run) -> RunFields | None:
         sys_flag,
         store_timestamp,
         _gather(data, topic_pos + 1, topic_length),
-        _gather(data, props_pos + 2, props_length),
+        _slices(run.mapping, props_pos + 2, props_length),
     )
 
 
@@ -99,10 +100,22 @@ def _int(data: npt.NDArray[np.uint8], starts: Ints, dtype: str) -> Ints:
     return raw.view(dtype).ravel().astype(np.int64)
 
 
-def _gather(data: npt.NDArray[np.uint8], starts: Ints, lengths: Ints) -> Packed:
-    """The fields [start, start + length) back to back, one numpy index for all of them."""
+def _offsets(lengths: Ints) -> Ints:
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def _gather(data: npt.NDArray[np.uint8], starts: Ints, lengths: Ints) -> Packed:
+    """Short fields [start, start + length) back to back, one numpy index for all of them."""
+    offsets = _offsets(lengths)
     index = np.repeat(starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
     values: Any = data[index]
     return Packed(cast(Any, offsets), values.tobytes())
+
+
+def _slices(mapping: mmap.mmap, starts: Ints, lengths: Ints) -> Packed:
+    """Longer fields back to back, a slice each (cheaper than an index per byte past ~20)."""
+    ends = (starts + lengths).tolist()
+    data = b"".join([mapping[s:e] for s, e in zip(starts.tolist(), ends, strict=True)])
+    return Packed(cast(Any, _offsets(lengths)), data)
