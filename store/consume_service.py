@@ -21,6 +21,7 @@ from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
 from store.encode import EncodedBatch
 from store.get_message import GetMessageResult, TagFilter, get_message, with_large
 from store.index.query import QueryMessageResult, query_messages, read_raw_record_at
+from store.index.runner import run_index
 from store.index.service import IndexService
 from store.layout import SYSFLAG_POS, store_timestamp_pos
 from store.lookup import LOOP_READ_MAX_BYTES, read_held, read_record_at
@@ -101,7 +102,7 @@ class ConsumeService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             if self.index is not None:
-                await nursery.start(self.index.run, lambda: self.reput.reput_from_offset)
+                await nursery.start(run_index, self.index, lambda: self.reput.reput_from_offset)
             await nursery.start(self.reput.run)
             task_status.started()
 

@@ -12,6 +12,7 @@ import functools
 import mmap
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from store.checkpoint import read_flush_offset
 from store.columns import decode_columns, walk
@@ -22,6 +23,7 @@ from store.decode import (
     find_record_boundary,
 )
 from store.mapped_file import is_segment_name
+from store.record_columns import RecordColumns
 from store.segment_view import SegmentView, open_segment
 
 _RUN = 256  # records decoded at a time: bounds memory, keeps the iterator lazy
@@ -32,6 +34,18 @@ class SegmentGoneError(RecordFormatError):
 
     def __init__(self, offset: int) -> None:
         super().__init__(offset, "segment deleted by retention")
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Records found in one segment: its mapping (at physical offset `base`, readable below
+    `limit`), and the positions and sizes of the records in it."""
+
+    mapping: mmap.mmap
+    base: int
+    limit: int
+    positions: list[int]
+    sizes: list[int]
 
 
 class CommitLogReader:
@@ -155,10 +169,56 @@ class CommitLogReader:
     ) -> Iterator[CommitLogRecord]:
         """Records starting at `start` (a record start) up to `end` or the durable offset.
 
-        Crosses segments at BLANK records. Finds records with `columns.walk` and decodes them with
-        `columns.decode_columns` (its pure-Python path). Yields every record before the first bad
-        one, then raises RecordFormatError for it (corruption below the durable offset, or `start`
-        is not a record start: use `next_boundary`).
+        Crosses segments at BLANK records. Yields every record before the first bad one, then
+        raises RecordFormatError for it (corruption below the durable offset, or `start` is not a
+        record start: use `next_boundary`). The records of `iter_columns`' pure-Python path.
+        """
+        runs = self.iter_columns(
+            start, end, include_body=include_body, verify_crc=verify_crc, vectorised=False
+        )
+        for columns in runs:
+            yield from columns.records()
+
+    def iter_columns(
+        self,
+        start: int,
+        end: int | None = None,
+        *,
+        include_body: bool = True,
+        verify_crc: bool = True,
+        vectorised: bool | None = None,
+        run: int = _RUN,
+    ) -> Iterator[RecordColumns]:
+        """The records of `iter_records` in runs of at most `run`, column by column.
+
+        Decodes the runs of `iter_walks` with `columns.decode_columns` (`vectorised` as there).
+        Before raising for a bad record, yields the run of those before it. A consumer that
+        stops early resumes at the end of the last record it was given.
+        """
+        for found in self.iter_walks(start, end, run=run):
+            decode = functools.partial(
+                decode_columns,
+                found.mapping,
+                base=found.base,
+                limit=found.limit,
+                include_body=include_body,
+                verify_crc=verify_crc,
+                vectorised=vectorised,
+            )
+            try:
+                columns = decode(found.positions)
+            except RecordFormatError as exc:
+                good = found.positions[: found.positions.index(exc.offset - found.base)]
+                if good:
+                    yield decode(good)
+                raise
+            yield columns
+
+    def iter_walks(self, start: int, end: int | None = None, *, run: int = _RUN) -> Iterator[Run]:
+        """Where the records of `iter_records` lie, at most `run` at a time (none decoded).
+
+        Crosses segments at BLANK records; raises RecordFormatError for a header that is not a
+        record after yielding the run before it.
         """
         durable = self.durable_offset()
         stop = durable if end is None else min(end, durable)
@@ -172,23 +232,17 @@ class CommitLogReader:
                     raise SegmentGoneError(position)
                 raise RecordFormatError(position, "segment missing")
             limit = min(size, durable - base)
-            run = walk(
-                mapping, position - base, stop - base, base=base, limit=limit, max_records=_RUN
+            found = walk(
+                mapping, position - base, stop - base, base=base, limit=limit, max_records=run
             )
-            yield from _records(
-                mapping,
-                run.positions,
-                base=base,
-                limit=limit,
-                include_body=include_body,
-                verify_crc=verify_crc,
-            )
-            if run.error is not None:
-                raise run.error
-            if run.ended:
+            if found.positions:
+                yield Run(mapping, base, limit, found.positions, found.sizes)
+            if found.error is not None:
+                raise found.error
+            if found.ended:
                 position = base + size
-            elif run.positions:
-                position = base + run.next_position
+            elif found.positions:
+                position = base + found.next_position
             else:  # the segment file ends before the segment size says it should
                 raise RecordFormatError(position, "segment shorter than the segment size")
 
@@ -214,30 +268,3 @@ class CommitLogReader:
                 return base + found
             position = base + size
         return None
-
-
-def _records(
-    mapping: mmap.mmap,
-    positions: list[int],
-    *,
-    base: int,
-    limit: int,
-    include_body: bool,
-    verify_crc: bool,
-) -> Iterator[CommitLogRecord]:
-    """The records at `positions`; those before a bad one are yielded before its error."""
-    decode = functools.partial(
-        decode_columns,
-        mapping,
-        base=base,
-        limit=limit,
-        include_body=include_body,
-        verify_crc=verify_crc,
-        vectorised=False,
-    )
-    try:
-        columns = decode(positions)
-    except RecordFormatError as exc:
-        yield from decode(positions[: positions.index(exc.offset - base)]).records()
-        raise
-    yield from columns.records()

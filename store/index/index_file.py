@@ -190,9 +190,7 @@ class IndexFile:
         else:
             diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), 0x7FFFFFFF)
         number = self.count
-        item_pos = self._items_pos + number * ITEM_SIZE
-        if item_pos + ITEM_SIZE > self._allocated:
-            self._allocate_items(item_pos + ITEM_SIZE)
+        item_pos = self.reserve_items(1)
         # The item first, then the slot, then the count: a reader never follows a slot to an
         # item not yet written. The header's bytes are written by `flush` (only a load reads
         # them, and a load trusts the checkpoint's count, not theirs).
@@ -207,6 +205,13 @@ class IndexFile:
         self.end_offset = offset
         self.end_timestamp = store_timestamp
         return True
+
+    def reserve_items(self, count: int) -> int:
+        """Where the next `count` items go (their blocks allocated): past item `self.count`."""
+        item_pos = self._items_pos + self.count * ITEM_SIZE
+        if item_pos + count * ITEM_SIZE > self._allocated:
+            self._allocate_items(item_pos + count * ITEM_SIZE)
+        return item_pos
 
     def _allocate_items(self, needed: int) -> None:
         end = min(max(needed, self._allocated + ITEM_CHUNK), len(self.mm))

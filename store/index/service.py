@@ -1,11 +1,14 @@
 """`IndexService`: the index files of a store, built behind the consume-queue dispatcher.
 
 Follows the dispatched offset (`ConsumeService.dispatched_offset`) with its own reader of the
-commit log, a batch of records at a time in a worker thread (page faults on the index files and
-the decoding of properties stay off the event loop and off the send path). Records of every
-type but transaction ROLLBACK are indexed, as 4.9's `IndexService.buildIndex`: the UNIQ_KEY and
-each space-separated KEYS entry, as `topic#key`. A file that is full is followed by a new one
-named by the wall clock (`yyyyMMddHHmmssSSS`, moved on a millisecond when that name is taken).
+commit log, a batch of records at a time in a worker thread (`store.index.runner`). Records of
+every type but transaction ROLLBACK are indexed, as 4.9's `IndexService.buildIndex`: the UNIQ_KEY
+and each space-separated KEYS entry, as `topic#key`. A batch is one run of records, the fields
+the index needs read from the layout (`store.index.locate`), its keys found, hashed and put in
+array operations (`store.index.batch`); without numpy, or for a run with a record that does not
+add up, record by record (`index_keys`, `IndexFile.put_key`), with the same bytes. A file that
+is full is followed by a new one named by the wall clock (`yyyyMMddHHmmssSSS`, moved on a
+millisecond when that name is taken).
 
 Crash safety. Every second (and at close) the files written since are msync'ed and then
 `config/indexCheckpoint` records, atomically, the commit-log offset indexed up to, the last
@@ -26,10 +29,8 @@ Retention: `delete_below` drops the files whose last item points below the log's
 from __future__ import annotations
 
 import os
-import struct
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,7 +39,7 @@ import trio
 
 from store.checkpoint import atomic_write
 from store.config import MessageStoreConfig
-from store.decode import CommitLogRecord, RecordFormatError
+from store.decode import CommitLogRecord
 from store.index.index_file import IndexFile, index_keys
 from store.mapped_file import fsync_dir, make_dirs
 from store.message import TRANSACTION_ROLLBACK_TYPE, get_transaction_value
@@ -49,13 +50,9 @@ INDEX_DIR: Final = "index"
 CHECKPOINT_FILE: Final = os.path.join("config", "indexCheckpoint")
 #: records indexed per worker-thread call
 BUILD_BATCH: Final = 4096
-SAVE_INTERVAL_S: Final = 1.0
-IDLE_WAIT_S: Final = 0.1
 #: 4.9's `maxMsgsNumBatch`: the most offsets one query returns
 MAX_MSGS_NUM_BATCH: Final = 64
 _NAME_LENGTH: Final = 17
-#: what stops indexing for a while, not the store: a full disk, damage in the log or the files
-_BUILD_ERRORS: Final = (OSError, ValueError, struct.error, RecordFormatError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +83,12 @@ class IndexService:
         self.reader = CommitLogReader(root, lambda: self._end)
         self._end = indexed
         self._lock = threading.Lock()
+        #: runs are indexed in array operations (`store.index.batch`) when numpy is there
+        self.vectorised = True
         self._written: set[IndexFile] = set()
         self._saved_offset = -1
         self._release_below = 0
         self._wakeup = trio.Event()
-        self._failing = False
         #: files were created or deleted since the last save
         self._names_changed = True
 
@@ -187,6 +185,17 @@ class IndexService:
         """A listener of the dispatcher: the dispatched offset moved."""
         self._wakeup.set()
 
+    async def wait_dispatched(self, timeout_s: float) -> None:
+        """Until the next `wakeup` (or one since the last wait), at most `timeout_s`."""
+        with trio.move_on_after(timeout_s):
+            await self._wakeup.wait()
+        self._wakeup = trio.Event()
+
+    @property
+    def release_pending(self) -> bool:
+        """Retention waits for segments to be unmapped (`release_below`)."""
+        return self._release_below > 0
+
     def release_below(self, offset: int) -> None:
         """Retention is about to delete the segments ending at or below `offset`: their
         mappings go now unless a batch is running, else when it ends."""
@@ -221,15 +230,49 @@ class IndexService:
             return self.indexed_offset > start
 
     def _index_records(self, start: int, end: int) -> None:
-        records = self.reader.iter_records(start, end=end, include_body=False, verify_crc=False)
-        for done, rec in enumerate(records, 1):
-            self._index_record(rec)
-            self.indexed_offset = rec.physical_offset + rec.total_size
-            if done == BUILD_BATCH:
-                return
+        if self.vectorised and self._index_located(start, end):
+            return
+        runs = self.reader.iter_columns(
+            start, end, include_body=False, verify_crc=False, run=BUILD_BATCH
+        )
+        for columns in runs:
+            for rec in columns.records():
+                self._index_record(rec)
+            last = len(columns) - 1
+            self.indexed_offset = int(columns.physical_offset[last] + columns.total_size[last])
+            return  # one run a batch: the reader stops at BUILD_BATCH records
         self.indexed_offset = end  # the reader went all the way, across segment-end blanks
 
+    def _index_located(self, start: int, end: int) -> bool:
+        """A run indexed in array operations from the fields the index reads only; False when
+        it must be decoded whole (a record that does not add up; no numpy)."""
+        try:
+            from store.index.batch import put_keys, run_keys  # numpy is optional
+            from store.index.locate import locate_run
+        except ImportError:
+            self.vectorised = False
+            return False
+        for found in self.reader.iter_walks(start, end, run=BUILD_BATCH):
+            fields = locate_run(found)
+            if fields is None:
+                return False
+            keys = run_keys(fields)
+            current = self._last_file() if len(keys) else None
+            if current is not None:
+                keys = keys.from_offset(current.end_offset)  # indexed before: not again (4.9)
+            while current is not None and len(keys):
+                put = put_keys(current, keys)
+                self._written.add(current)
+                keys = keys.skip(put)
+                if len(keys):
+                    current = self._roll(current)
+            self.indexed_offset = found.base + found.positions[-1] + found.sizes[-1]
+            return True
+        self.indexed_offset = end  # the reader went all the way, across segment-end blanks
+        return True
+
     def _index_record(self, rec: CommitLogRecord) -> None:
+        """The keys of one record, put one by one (without numpy)."""
         if get_transaction_value(rec.sys_flag) == TRANSACTION_ROLLBACK_TYPE:
             return
         keys = index_keys(rec.properties)
@@ -285,58 +328,6 @@ class IndexService:
             text = f"{self.indexed_offset} {name} {count}\n"
             atomic_write(self._checkpoint_path(), text.encode("ascii"))
             self._saved_offset = self.indexed_offset
-
-    async def run(
-        self,
-        readable_end: Callable[[], int],
-        *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Index up to `readable_end()` (dispatched), save each second; an error (a full disk)
-        stops indexing, not the store, with one event per failing spell."""
-        task_status.started()
-        next_save = trio.current_time() + SAVE_INTERVAL_S
-        try:
-            while True:
-                moved = worked = False
-                try:
-                    if self.indexed_offset < readable_end() or self._release_below:
-                        moved = await trio.to_thread.run_sync(self.build_batch, readable_end())
-                        worked = True
-                    if trio.current_time() >= next_save:
-                        next_save = trio.current_time() + SAVE_INTERVAL_S
-                        await trio.to_thread.run_sync(self.save)
-                        worked = True
-                    if worked:  # a round that tried nothing does not end a failing spell
-                        self._recovered()
-                except _BUILD_ERRORS as exc:
-                    self._failed(exc)
-                    await trio.sleep(1.0)
-                    continue
-                if moved:
-                    await trio.lowlevel.checkpoint()
-                    continue
-                with trio.move_on_after(IDLE_WAIT_S):
-                    await self._wakeup.wait()
-                self._wakeup = trio.Event()
-        finally:
-            with trio.CancelScope(shield=True):
-                try:
-                    while await trio.to_thread.run_sync(self.build_batch, readable_end()):
-                        pass
-                    await trio.to_thread.run_sync(self.save)
-                except _BUILD_ERRORS as exc:
-                    log.error("index_close_failed", error=str(exc))
-
-    def _failed(self, exc: Exception) -> None:
-        if not self._failing:
-            log.error("index_build_failed", error=str(exc), offset=self.indexed_offset)
-        self._failing = True
-
-    def _recovered(self) -> None:
-        if self._failing:
-            log.info("index_build_recovered", offset=self.indexed_offset)
-        self._failing = False
 
     # --- queries and retention ----------------------------------------------------------------
 
