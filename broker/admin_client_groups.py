@@ -26,10 +26,10 @@ from protocol.admin_group import (
     ResetOffsetRequestHeader,
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
+    load_value,
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
-from protocol.fastjson import loads
 
 
 async def call(
@@ -116,4 +116,4 @@ async def get_consumer_running_info(
     response = await call(
         conn, RequestCode.GET_CONSUMER_RUNNING_INFO, header.to_ext_fields(), timeout_s=timeout_s
     )
-    return loads(response.body or b"{}", "consumer running info")
+    return load_value(response.body or b"{}", "consumer running info")

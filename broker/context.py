@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from broker.admin.state import AdminState
 from broker.consumer_manager import ConsumerManager
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.long_polling import PullWaiters
@@ -78,6 +79,8 @@ class BrokerContext:
     transactions: TransactionService | None = None
     #: the queue locks of orderly consumers (LOCK_BATCH_MQ)
     locks: RebalanceLockManager = field(default_factory=RebalanceLockManager)
+    #: what the admin requests keep: TPS samples, name-server role switches, config version
+    admin: AdminState = field(default_factory=AdminState)
     #: partial frames held by every connection together (`max_buffered_bytes`)
     read_budget: ReadBudget = field(default_factory=lambda: ReadBudget(64 * 1024 * 1024))
 

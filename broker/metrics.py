@@ -79,6 +79,11 @@ RUNNING_FLAG_BITS: Final = {
 }
 
 
+#: put statuses under which the message was stored
+STORED_STATUSES: Final = frozenset(
+    {"PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"}
+)
+
 #: why retention deleted a segment (store.cleanup.DeleteReason values)
 DELETE_REASONS: Final = ("expired", "forced", "manual")
 
@@ -322,6 +327,12 @@ class BrokerMetrics:
     ) -> None:
         """Count one put (a batch counts `messages`) and its latency; status is the enum name."""
         self._puts.record(topic, status, body_bytes, latency_s, messages)
+
+    def stored_messages(self) -> int:
+        """Messages stored so far: puts answered with a status that stored them."""
+        with self._puts._keys_lock:
+            puts = list(self._puts.puts.items())
+        return sum(counts[0] for (_topic, status), counts in puts if status in STORED_STATUSES)
 
     def record_flush(self, latency_s: float) -> None:
         """Observe the duration of one flush of the commit log."""

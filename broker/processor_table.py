@@ -3,6 +3,7 @@ the name-server port. A request code is answered by exactly one processor."""
 
 from __future__ import annotations
 
+from broker.admin import registry as admin_registry
 from broker.admin.group_table import group_processors
 from broker.processors import RequestProcessor
 from broker.processors.admin import DeleteExpiredCommitLogProcessor
@@ -36,6 +37,7 @@ def namesrv_processors() -> dict[int, RequestProcessor]:
         RequestCode.GET_BROKER_CLUSTER_INFO: GetBrokerClusterInfoProcessor(),
         RequestCode.HEART_BEAT: HeartbeatProcessor(),
         RequestCode.UNREGISTER_CLIENT: UnregisterClientProcessor(),
+        **admin_registry.namesrv_admin_processors(),
     }
 
 
@@ -65,6 +67,7 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageByIdProcessor(),
         }
     )
+    table.update(admin_registry.broker_admin_processors())
     table.update(group_processors())
     table.update(namesrv_processors())
     return table

@@ -20,6 +20,7 @@ import structlog
 import trio
 
 from broker.acl.validator import shared_validator
+from broker.admin import registry as admin_registry
 from broker.config import BrokerConfig, ConfigError, HostPort
 from broker.connection import Connection, Dispatcher, peer_address
 from broker.consumer_offsets import ConsumerOffsetManager
@@ -225,6 +226,7 @@ async def serve(
     Raises OSError when a listen address cannot be bound, `ConfigError` for unusable ACL or
     TLS files; store failures at open propagate.
     """
+    config = admin_registry.saved_config(config)  # UPDATE_BROKER_CONFIG's saved changes
     check_security_files(config)
     raise_open_files_limit()
     listeners = await _open_listeners("listen", config.listen)
@@ -279,6 +281,7 @@ async def serve(
             schedule = ScheduleMessageService(broker, root / "config")
             schedule.load()
             await background.start(schedule.run)
+            await admin_registry.start(broker, background, schedule)
             await _run(server, listeners, namesrv_listeners, task_status)
             background.cancel_scope.cancel()  # the offsets are written once more on the way out
     log.info("shutdown_complete")

@@ -294,6 +294,13 @@ class TopicConfigManager:
         self._table[config.topic_name] = config
         self.data_version.next()
 
+    def delete(self, topic: str) -> TopicConfig | None:
+        """Remove a topic (admin path), returning its config; call `persist()` afterwards."""
+        removed = self._table.pop(topic, None)
+        if removed is not None:
+            self.data_version.next()
+        return removed
+
     def create_in_send(
         self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int
     ) -> TopicConfig | None:

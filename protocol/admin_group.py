@@ -24,7 +24,7 @@ from ._fields import INT64_MAX, INT64_MIN, parse_long
 from ._json_body import JsonObject
 from .consumer_headers import ClientId, Group, Long, _ExtFieldsHeader
 from .errors import HeaderFieldError
-from .fastjson import ObjectKey, dumps, loads
+from .fastjson import FastjsonError, ObjectKey, dumps, loads
 from .names import check_group_name
 from .route import SubscriptionData
 
@@ -33,9 +33,22 @@ MASTER_ID: Final = 0
 DEFAULT_RETRY_MAX_TIMES: Final = 16
 
 
+def load_value(body: bytes | None, what: str) -> Any:
+    """The value a fastjson body holds; `HeaderFieldError` naming `what` when it is not one."""
+    try:
+        return loads(body or b"")
+    except FastjsonError as exc:
+        raise HeaderFieldError("body", f"{what} body: {exc}") from None
+
+
+def encode(value: object) -> bytes:
+    """`value` as fastjson's compact UTF-8 text."""
+    return dumps(value).encode()
+
+
 def load(body: bytes | None, what: str) -> JsonObject:
     """A fastjson body that must be an object."""
-    value = loads(body or b"", what)
+    value = load_value(body, what)
     if type(value) is not dict:
         raise HeaderFieldError("body", f"{what} body is not a JSON object")
     return JsonObject(value, what)
@@ -142,7 +155,7 @@ class SubscriptionGroupConfig:
         return cls.read(load(body, "subscription group"))
 
     def encode(self) -> bytes:
-        return dumps(self.to_json())
+        return encode(self.to_json())
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +165,7 @@ class SubscriptionGroupWrapper:
 
     def encode(self) -> bytes:
         groups = {name: config.to_json() for name, config in sorted(self.table.items())}
-        return dumps({"dataVersion": self.data_version, "subscriptionGroupTable": groups})
+        return encode({"dataVersion": self.data_version, "subscriptionGroupTable": groups})
 
     @classmethod
     def decode(cls, body: bytes | None) -> SubscriptionGroupWrapper:
@@ -172,10 +185,12 @@ class MessageQueue:
     queue_id: int
 
     def key(self) -> ObjectKey:
-        return ObjectKey.of(brokerName=self.broker_name, queueId=self.queue_id, topic=self.topic)
+        return ObjectKey.of(
+            {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return self.key().as_dict()
+        return self.key().fields
 
     @classmethod
     def read(cls, d: JsonObject) -> MessageQueue:
@@ -186,7 +201,7 @@ class MessageQueue:
         """A map key that must be a `MessageQueue` object."""
         if not isinstance(key, ObjectKey):
             raise table.error(str(key), "is a map key that is not a MessageQueue object")
-        return cls.read(JsonObject(key.as_dict(), table.what, table.field("<key>")))
+        return cls.read(JsonObject(key.fields, table.what, table.field("<key>")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +229,7 @@ class ConsumeStats:
 
     def encode(self) -> bytes:
         table = {mq.key(): w.to_json() for mq, w in sorted(self.offset_table.items())}
-        return dumps({"consumeTps": float(self.consume_tps), "offsetTable": table})
+        return encode({"consumeTps": float(self.consume_tps), "offsetTable": table})
 
     @classmethod
     def decode(cls, body: bytes | None) -> ConsumeStats:
@@ -284,7 +299,7 @@ class ConsumerConnection:
         body["subscriptionTable"] = {
             topic: s.to_dict() for topic, s in sorted(self.subscriptions.items())
         }
-        return dumps(body)
+        return encode(body)
 
     @classmethod
     def decode(cls, body: bytes | None) -> ConsumerConnection:
@@ -307,7 +322,7 @@ class ProducerConnection:
     connections: tuple[Connection, ...]
 
     def encode(self) -> bytes:
-        return dumps({"connectionSet": [c.to_json() for c in self.connections]})
+        return encode({"connectionSet": [c.to_json() for c in self.connections]})
 
     @classmethod
     def decode(cls, body: bytes | None) -> ProducerConnection:
@@ -319,7 +334,7 @@ class GroupList:
     groups: tuple[str, ...]
 
     def encode(self) -> bytes:
-        return dumps({"groupList": sorted(self.groups)})
+        return encode({"groupList": sorted(self.groups)})
 
     @classmethod
     def decode(cls, body: bytes | None) -> GroupList:
@@ -334,7 +349,7 @@ class ResetOffsetBody:
     offset_table: dict[MessageQueue, int]
 
     def encode(self) -> bytes:
-        return dumps({"offsetTable": {mq.key(): o for mq, o in sorted(self.offset_table.items())}})
+        return encode({"offsetTable": {mq.key(): o for mq, o in sorted(self.offset_table.items())}})
 
     def encode_for_c(self) -> bytes:
         """4.9's `ResetOffsetBodyForC`: the C++ client reads a list of `MessageQueueForC`."""
@@ -342,7 +357,7 @@ class ResetOffsetBody:
             {"brokerName": mq.broker_name, "offset": o, "queueId": mq.queue_id, "topic": mq.topic}
             for mq, o in sorted(self.offset_table.items())
         ]
-        return dumps({"offsetTable": entries})
+        return encode({"offsetTable": entries})
 
     @classmethod
     def decode(cls, body: bytes | None) -> ResetOffsetBody:
@@ -364,7 +379,7 @@ class ConsumerOffsetWrapper:
 
     def encode(self) -> bytes:
         table = {k: dict(sorted(q.items())) for k, q in sorted(self.offset_table.items())}
-        return dumps({"offsetTable": table})
+        return encode({"offsetTable": table})
 
     @classmethod
     def decode(cls, body: bytes | None) -> ConsumerOffsetWrapper:

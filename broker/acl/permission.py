@@ -37,14 +37,19 @@ _PERM_BY_TEXT: Final = {
 }
 
 #: request codes only an admin account may send (upstream's `Permission.ADMIN_CODE`, plus
-#: TRIGGER_DELETE_FILES: deleting stored messages is not for every producer, and
-#: INVOKE_BROKER_TO_RESET_OFFSET: moving a group's offsets makes it skip or re-read messages).
-#: The read-only admin codes (GET_CONSUME_STATS, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, the
-#: connection lists, GET_CONSUMER_RUNNING_INFO ...) need a signed request of any account, as
-#: in 4.9.
+#: TRIGGER_DELETE_FILES: deleting stored messages is not for every producer;
+#: INVOKE_BROKER_TO_RESET_OFFSET: moving a group's offsets makes it skip or re-read messages; and
+#: the name-server role's codes that change routes, which a 4.9 name server takes from anyone).
+#: The read-only admin codes (GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO, GET_BROKER_CONFIG,
+#: runtime info, topic lists, GET_CONSUME_STATS, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, the
+#: connection lists, GET_CONSUMER_RUNNING_INFO ...) need a valid signature of any account, as in
+#: 4.9.
 ADMIN_CODES: Final = frozenset(
     {
         RequestCode.TRIGGER_DELETE_FILES,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
         RequestCode.UPDATE_AND_CREATE_TOPIC,
         RequestCode.UPDATE_BROKER_CONFIG,
         RequestCode.DELETE_TOPIC_IN_BROKER,

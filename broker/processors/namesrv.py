@@ -80,7 +80,7 @@ class GetRouteInfoProcessor:
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)
         topic = _route_topic(ctx, header.topic)
-        if topic is None:
+        if topic is None or ctx.broker.admin.route_hidden(header.topic, topic):
             return request.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {header.topic}{FAQ_SUFFIX}",
@@ -90,12 +90,19 @@ class GetRouteInfoProcessor:
             config.broker_name,
             topic.read_queue_nums,
             topic.write_queue_nums,
-            # a broker without WRITE announces every topic read-only (as its registration does)
-            topic.perm if config.broker_permission & PERM_WRITE else config.broker_permission,
+            # a broker without WRITE announces every topic read-only (as its registration does);
+            # WIPE_WRITE_PERM_OF_BROKER takes WRITE off every route, ADD_WRITE_PERM gives R|W
+            _route_perm(topic.perm, config.broker_permission, ctx.broker.admin.write_wiped),
             topic.topic_sys_flag,
         )
         route = TopicRouteData((queue,), (_broker_data(ctx),))
         return request.make_response(ResponseCode.SUCCESS, body=route.to_json())
+
+
+def _route_perm(perm: int, broker_permission: int, wiped: bool) -> int:
+    if not broker_permission & PERM_WRITE:
+        return broker_permission
+    return perm & ~PERM_WRITE if wiped else perm
 
 
 class GetBrokerClusterInfoProcessor:

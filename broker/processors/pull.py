@@ -100,13 +100,15 @@ class PullMessageProcessor:
         header: PullMessageRequestHeader, tag_filter: TagFilter, broker: BrokerContext
     ) -> GetMessageResult:
         assert broker.consume is not None
-        return await broker.consume.pull(
+        found = await broker.consume.pull(
             header.topic,
             header.queue_id,
             header.queue_offset,
             max(1, min(header.max_msg_nums, MAX_PULL_MSG_NUMS)),
             tag_filter,
         )
+        broker.admin.stats.record_get(len(found.messages))
+        return found
 
     @staticmethod
     def _check(header: PullMessageRequestHeader, broker: BrokerContext) -> TagFilter:

@@ -146,7 +146,7 @@ async def test_group_settings_are_stored_listed_persisted_and_deleted(
     ("body", "remark"),
     [
         (b"{}", "groupName is missing"),
-        (b"not json", "not valid"),
+        (b"not json", "not JSON at character 0"),
         (b'{"groupName":"bad group!"}', "illegal characters"),
         (b'{"groupName":"g","retryQueueNums":-1}', "retryQueueNums -1 is out of range"),
         (b'{"groupName":"g","retryMaxTimes":100000}', "retryMaxTimes 100000 is out of range"),

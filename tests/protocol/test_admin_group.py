@@ -97,14 +97,14 @@ def test_subscription_groups() -> None:
     [
         (b'{"offsetTable":{"q0":{"brokerOffset":1}}}', "not a MessageQueue object"),
         (b'{"offsetTable":{{"topic":"T","queueId":"x","brokerName":"b"}:{}}}', "queueId"),
-        (b'{"offsetTable":{{"topic":{"a":1}}:{}}}', "nested value"),
+        (b'{"offsetTable":{{"topic":{"a":1}}:{}}}', "only plain values"),
         (b'{"offsetTable":{{"topic":"T","queueId":0,"brokerName":"b"}:[]}}', "not an object"),
         (b'{"consumeTps":"fast"}', "consumeTps is not a number"),
         (b'{"offsetTable":{', "expected"),
-        (b'{"a":1} x', "trailing text"),
+        (b'{"a":1} x', "not JSON at character 8"),
         (b"\xff", "not UTF-8"),
         (b"[" * (MAX_DEPTH + 2), "nested deeper"),
-        (b"{true:1}", "a key is not"),
+        (b"{true:1}", "expected a key"),
     ],
 )
 def test_bad_bodies_are_errors_naming_the_problem(body: bytes, problem: str) -> None:
@@ -114,9 +114,9 @@ def test_bad_bodies_are_errors_naming_the_problem(body: bytes, problem: str) -> 
 
 
 def test_fastjson_round_trip_of_mixed_keys() -> None:
-    value = {ObjectKey.of(b=1, a="x"): [1, 2.5, None, True, "é"], 7: {"k": -3}}
+    value = {ObjectKey.of({"b": 1, "a": "x"}): [1, 2.5, None, True, "é"], 7: {"k": -3}}
     text = dumps(value)
-    assert text == '{{"a":"x","b":1}:[1,2.5,null,true,"é"],7:{"k":-3}}'.encode()
-    assert loads(text, "test") == value
+    assert text == '{7:{"k":-3},{"a":"x","b":1}:[1,2.5,null,true,"é"]}'
+    assert loads(text) == value
     with pytest.raises(TypeError):
         dumps({1.5: 1})

@@ -1,0 +1,77 @@
+"""Which processor answers which admin code, and what the admin requests need started.
+
+`broker_admin_processors()` and `namesrv_admin_processors()` are merged into the server's
+tables (`broker.server`); `saved_config` lays saved configuration changes over the
+starting one; `start(broker, nursery)` wires the runtime figures to the metrics
+and starts the TPS sampler.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from broker.admin.broker_info import (
+    GetBrokerConfigProcessor,
+    GetBrokerRuntimeInfoProcessor,
+    UpdateBrokerConfigProcessor,
+)
+from broker.admin.namesrv_admin import (
+    DeleteTopicInNamesrvProcessor,
+    GetAllTopicListProcessor,
+    GetTopicsByClusterProcessor,
+    WritePermOfBrokerProcessor,
+)
+from broker.admin.runtime_config import apply_saved, read_saved, runtime_file
+from broker.admin.topics import (
+    DeleteTopicInBrokerProcessor,
+    GetAllTopicConfigProcessor,
+    GetTopicStatsInfoProcessor,
+    UpdateAndCreateTopicProcessor,
+)
+from broker.config import BrokerConfig
+from broker.context import BrokerContext
+from broker.processors import RequestProcessor
+from broker.schedule import ScheduleMessageService
+from protocol.codes import RequestCode
+
+
+def broker_admin_processors() -> dict[int, RequestProcessor]:
+    """Topic and broker admin codes (4.9's `AdminBrokerProcessor`)."""
+    return {
+        RequestCode.UPDATE_AND_CREATE_TOPIC: UpdateAndCreateTopicProcessor(),
+        RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicInBrokerProcessor(),
+        RequestCode.GET_ALL_TOPIC_CONFIG: GetAllTopicConfigProcessor(),
+        RequestCode.GET_TOPIC_STATS_INFO: GetTopicStatsInfoProcessor(),
+        RequestCode.GET_BROKER_RUNTIME_INFO: GetBrokerRuntimeInfoProcessor(),
+        RequestCode.GET_BROKER_CONFIG: GetBrokerConfigProcessor(),
+        RequestCode.UPDATE_BROKER_CONFIG: UpdateBrokerConfigProcessor(),
+    }
+
+
+def namesrv_admin_processors() -> dict[int, RequestProcessor]:
+    """Admin codes of the name-server role (4.9's `DefaultRequestProcessor`)."""
+    write_perm = WritePermOfBrokerProcessor()
+    return {
+        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: GetAllTopicListProcessor(),
+        RequestCode.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterProcessor(),
+        RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicInNamesrvProcessor(),
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER: write_perm,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER: write_perm,
+    }
+
+
+def saved_config(config: BrokerConfig) -> BrokerConfig:
+    """`config` with the run-time changes UPDATE_BROKER_CONFIG saved laid over it."""
+    return apply_saved(config)[0]
+
+
+async def start(
+    broker: BrokerContext, nursery: trio.Nursery, schedule: ScheduleMessageService
+) -> None:
+    """Take the saved configuration's data version, count stored messages from the metrics,
+    read the delay levels' progress from `schedule` and sample the TPS figures from now on."""
+    broker.admin.schedule_offsets = lambda: dict(schedule.offsets)
+    broker.admin.config_version.counter = read_saved(runtime_file(broker.config))[1]
+    if broker.metrics is not None:
+        broker.admin.stats.puts = broker.metrics.stored_messages
+    await nursery.start(broker.admin.stats.run)
