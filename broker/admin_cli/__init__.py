@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import click
 
-from broker import cli_admin
-from broker.admin_cli import groups, messages
+from broker.admin_cli import brokers, groups, messages, topics
 from broker.admin_cli.common import AdminGroup
 
 
@@ -20,8 +19,6 @@ def admin() -> None:
     pipe, --json for scripts. Exit code 0 done, 1 failed, 2 bad usage."""
 
 
-for _module in (groups, messages):
+for _module in (topics, groups, brokers, messages):
     for _command in _module.COMMANDS:
         admin.add_command(_command)
-
-admin.add_command(cli_admin.admin.commands["deleteExpiredCommitLog"])

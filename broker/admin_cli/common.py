@@ -22,14 +22,13 @@ import trio
 
 from broker.acl.signing import SessionCredentials
 from broker.admin_cli.output import Report, render
+from broker.admin_client import ADMIN_GROUP, AdminClient
 from broker.client import UNREACHABLE, Producer, SendError, open_producer
 from broker.config import ConfigError, HostPort
 from broker.query_client import QueryError
 from protocol.errors import RemotingProtocolError
 from protocol.route import ClusterInfo, TopicRouteData
 
-#: the producer group the admin connections announce (mqadmin's admin ext uses this one)
-ADMIN_GROUP: Final = "TOOLS_CONSOLE"
 MASTER_ID: Final = 0
 
 AdminFunction: TypeAlias = Callable[..., Awaitable[Report]]
@@ -287,6 +286,11 @@ async def topic_route(target: Target, topic: str) -> TopicRouteData:
         target.require_namesrv()
     assert address is not None
     async with connect(target, address, "name server") as conn:
+        # with auto-creation on, a route comes back for any name: ask for the known ones first
+        if topic not in await AdminClient(conn).all_topics():
+            raise AdminError(
+                f"topic {topic!r} does not exist (the name server {address} has no route)"
+            )
         try:
             return await conn.get_route(topic)
         except SendError as exc:

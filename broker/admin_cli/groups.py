@@ -23,7 +23,7 @@ from broker.admin_cli.common import (
     topic_route,
 )
 from broker.admin_cli.output import Report, Table
-from broker.client import SendError
+from broker.client import RequestTimeoutError, SendError
 from broker.pull_client import PullConsumer
 from protocol.admin_group import (
     ConsumerConnection,
@@ -96,7 +96,8 @@ async def delete_sub_group(target: Target, group: str, remove_offset: bool) -> R
 
 
 async def _running_queues(target: Target, broker: BrokerAt, group: str) -> dict[MessageQueue, str]:
-    """Which client IP holds each queue: the consumers' own running info (mqTable)."""
+    """Which client IP holds each queue: the consumers' own running info (its mqTable),
+    relayed by the broker."""
     holders: dict[MessageQueue, str] = {}
     async with connect(target, broker.address) as conn:
         try:
@@ -104,19 +105,21 @@ async def _running_queues(target: Target, broker: BrokerAt, group: str) -> dict[
         except SendError:
             return holders
         for client in connections.connections:
+            ip = client.client_id.split("@")[0]
             try:
                 info = await calls.get_consumer_running_info(
                     conn, group, client.client_id, timeout_s=min(target.timeout_s, 3.0)
                 )
-            except SendError:
-                continue
+            except (SendError, RequestTimeoutError):
+                continue  # mqadmin shows N/A for a client that does not answer
             table = info.get("mqTable", {}) if isinstance(info, dict) else {}
             for key in table:
                 if isinstance(key, ObjectKey):
-                    d = key.as_dict()
-                    mq = MessageQueue(str(d.get("topic")), str(d.get("brokerName")), 0)
-                    mq = MessageQueue(mq.topic, mq.broker_name, int(d.get("queueId") or 0))
-                    holders[mq] = client.client_id.split("@")[0]
+                    d = key.fields
+                    queue_id = d.get("queueId")
+                    if isinstance(queue_id, int):
+                        mq = MessageQueue(str(d.get("topic")), str(d.get("brokerName")), queue_id)
+                        holders[mq] = ip
     return holders
 
 
