@@ -1,7 +1,8 @@
 """`rmq-broker admin` group and connection commands against a broker with traffic:
 consumerProgress (--json values, the table's columns and totals), resetOffsetByTime with and
 without a live consumer, consumerConnection, producerConnection, updateSubGroup and
-deleteSubGroup; and the one-line errors of bad input."""
+deleteSubGroup; consumerProgress -s true naming each queue's client from the client's own
+running info; and the one-line errors of bad input."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import time
 import trio
 
 from broker.admin_client_groups import get_all_subscription_groups, get_consume_stats
-from broker.client import Producer
+from broker.client import Producer, open_producer
 from broker.pull_client import PullConsumer, open_pull_consumer
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
 from tests.broker.cli_admin.support import admin, plain_rows, send_per_queue
 from tests.daemon import Daemon
 
@@ -183,3 +186,40 @@ async def test_bad_input_is_one_line_and_a_nonzero_exit(daemon: Daemon, client: 
     assert "HOST:PORT" in bad_addr.error_line(2)
     unknown_command = await admin("noSuchCommand")
     assert "noSuchCommand" in unknown_command.error_line(2)
+
+
+def running_info(topic: str, queue_ids: tuple[int, ...]) -> bytes:
+    """A consumer's running info as the Java client writes it: MessageQueue objects as keys."""
+    keys = [f'{{"brokerName":"broker-a","queueId":{q},"topic":"{topic}"}}' for q in queue_ids]
+    table = ",".join(f'{key}:{{"cachedMsgCount":0}}' for key in keys)
+    return f'{{"mqTable":{{{table}}},"properties":{{}}}}'.encode()
+
+
+async def test_show_client_ip_names_the_client_holding_each_queue(
+    daemon: Daemon, client: Producer
+) -> None:
+    topic, group = "CliClientIp", "cli_client_ip"
+    await send_per_queue(client, topic, FIRST)
+    await dispatched(client, topic, FIRST)
+    async with open_producer("127.0.0.1", daemon.port) as conn, trio.open_nursery() as nursery:
+        consumer = PullConsumer(conn, group, "10.1.2.3@cli-ip")
+        send, requests = trio.open_memory_channel[RemotingCommand](16)
+        conn.broker_requests = send
+        await consumer.subscribe(topic)
+        await commit_all(consumer, topic, (0, 0, 0, 0))
+
+        async def answer() -> None:
+            async for asked in requests:
+                assert asked.code == RequestCode.GET_CONSUMER_RUNNING_INFO
+                body = running_info(topic, (0, 2))
+                await conn.reply(asked.make_response(ResponseCode.SUCCESS, body=body))
+
+        nursery.start_soon(answer)
+        here = addr(daemon)
+        run = await admin("consumerProgress", "-n", here, "-g", group, "-s", "true", "--json")
+        ips = {q["queueId"]: q["clientIp"] for q in run.json()["queues"]}
+        assert ips == {0: "10.1.2.3", 1: "N/A", 2: "10.1.2.3", 3: "N/A"}
+        human = await admin("consumerProgress", "-n", here, "-g", group, "-s", "true")
+        assert "#Consumer Offset\t#Client IP\t#Diff" in human.stdout
+        assert [r[5] for r in plain_rows(human.stdout)] == ["10.1.2.3", "N/A", "10.1.2.3", "N/A"]
+        nursery.cancel_scope.cancel()
