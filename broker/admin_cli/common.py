@@ -175,11 +175,19 @@ def admin_command(
         ]
         if cluster:
             shared.append(
-                click.option("-c", "--clusterName", "cluster_name", default=None, help="Cluster.")
+                click.option(
+                    "-c",
+                    "--clusterName",
+                    "cluster_name",
+                    default=None,
+                    help="With -n: the master brokers of this cluster.",
+                )
             )
         if broker:
             shared.append(
-                click.option("-b", "--brokerAddr", "broker_addr", default=None, help="Broker.")
+                click.option(
+                    "-b", "--brokerAddr", "broker_addr", default=None, help="HOST:PORT of a broker."
+                )
             )
         shared.append(
             click.option(

@@ -123,11 +123,59 @@ async def _running_queues(target: Target, broker: BrokerAt, group: str) -> dict[
     return holders
 
 
-@click.option("-g", "--groupName", "group", required=True, help="Consumer group.")
+async def _every_group(target: Target) -> Report:
+    """mqadmin's consumerProgress without -g: one line per group with consume stats (the
+    groups with settings or committed offsets)."""
+    brokers = await masters(target)
+    names: set[str] = set()
+    for broker in brokers:
+        async with connect(target, broker.address) as conn:
+            names.update((await calls.get_all_subscription_groups(conn)).table)
+            offsets = (await calls.get_all_consumer_offsets(conn)).offset_table
+            names.update(key.rpartition("@")[2] for key in offsets)
+    table = Table(["Group", "Count", "Version", "Type", "Model", "TPS", "Diff Total"])
+    rows = []
+    for group in sorted(names):
+        tps, diff, found, live = 0.0, 0, False, None
+        for broker in brokers:
+            async with connect(target, broker.address) as conn:
+                stats = await calls.get_consume_stats(conn, group)
+                try:
+                    live = live or await calls.get_consumer_connections(conn, group)
+                except SendError as exc:
+                    if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                        raise
+            found |= bool(stats.offset_table)
+            tps += stats.consume_tps
+            diff += sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
+        if not found:
+            continue
+        clients = sorted(live.connections, key=lambda c: c.client_id) if live else []
+        row = {
+            "group": group,
+            "count": len(clients),
+            "version": clients[0].version if clients else None,
+            "consumeType": live.consume_type if live else None,
+            "messageModel": live.message_model if live else None,
+            "consumeTps": tps,
+            "diffTotal": diff,
+        }
+        rows.append(row)
+        table.add(group, len(clients), *(row[k] for k in ("version", "consumeType")),
+                  row["messageModel"], f"{tps:.2f}", diff)  # fmt: skip
+    return Report({"groups": rows}, [table])
+
+
+@click.option("-g", "--groupName", "group", default=None, help="Consumer group (all without).")
 @click.option("-t", "--topic", default=None, help="Only this topic.")
 @click.option("-s", "--showClientIP", "show_ip", type=click.BOOL, default=False)
-async def consumer_progress(target: Target, group: str, topic: str | None, show_ip: bool) -> Report:
-    """A group's progress per queue: broker offset, consumer offset, diff (lag), last time."""
+async def consumer_progress(
+    target: Target, group: str | None, topic: str | None, show_ip: bool
+) -> Report:
+    """A group's progress per queue: broker offset, consumer offset, diff (lag), last time;
+    without -g a line per group: clients, TPS, Diff Total."""
+    if group is None:
+        return await _every_group(target)
     offsets: dict[MessageQueue, OffsetWrapper] = {}
     tps = 0.0
     holders: dict[MessageQueue, str] = {}

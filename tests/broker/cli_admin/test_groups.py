@@ -81,6 +81,16 @@ async def test_consumer_progress_shows_offsets_lag_and_totals(
     assert rows[3][6] == "N/A" and rows[0][6].startswith(time.strftime("%Y-"))
     assert "Diff Total: 3" in human.stdout and "Consume TPS: 0.00" in human.stdout
 
+    every = (await admin("consumerProgress", "-n", addr(daemon), "--json")).json()["groups"]
+    assert {"group": group, "count": 0, "version": None, "consumeType": None,
+            "messageModel": None, "consumeTps": 0.0, "diffTotal": 3} in every  # fmt: skip
+    async with open_pull_consumer("127.0.0.1", daemon.port, group) as consumer:
+        await consumer.subscribe(topic)
+        human = await admin("consumerProgress", "-n", addr(daemon))
+        assert "#Group\t#Count\t#Version\t#Type\t#Model\t#TPS\t#Diff Total" in human.stdout
+        assert f"{group}\t1\t" in human.stdout
+        assert "\tCONSUME_ACTIVELY\tCLUSTERING\t0.00\t3" in human.stdout
+
 
 async def test_reset_by_time_moves_the_offsets_consumer_progress_shows(
     daemon: Daemon, client: Producer
@@ -176,8 +186,8 @@ async def test_bad_input_is_one_line_and_a_nonzero_exit(daemon: Daemon, client: 
     assert "never_g" in never.error_line(1)
     wrong_flag = await admin("consumerProgress", "-n", here, "-g", "g", "--bogus")
     assert "--bogus" in wrong_flag.error_line(2)
-    missing = await admin("consumerProgress", "-n", here)
-    assert "--groupName" in missing.error_line(2)
+    missing = await admin("resetOffsetByTime", "-n", here, "-t", topic, "-s", "0")
+    assert "--group" in missing.error_line(2)
     bad_time = await admin("resetOffsetByTime", "-n", here, "-g", "g", "-t", topic, "-s", "x")
     assert "yyyy-MM-dd#HH:mm:ss:SSS" in bad_time.error_line(2)
     no_namesrv = await admin("consumerProgress", "-g", "g")
