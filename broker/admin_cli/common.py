@@ -23,7 +23,13 @@ import trio
 from broker.acl.signing import SessionCredentials
 from broker.admin_cli.output import Report, render
 from broker.admin_client import ADMIN_GROUP, AdminClient
-from broker.client import UNREACHABLE, Producer, SendError, open_producer
+from broker.client import (
+    UNREACHABLE,
+    Producer,
+    RequestTimeoutError,
+    SendError,
+    open_producer,
+)
 from broker.config import ConfigError, HostPort
 from broker.query_client import QueryError
 from protocol.errors import RemotingProtocolError
@@ -276,6 +282,10 @@ async def connect(
             raise AdminError(f"{role} {address} refused: {leaf}") from None
         if isinstance(leaf, RemotingProtocolError):
             raise AdminError(f"{role} {address} answered badly: {_text(leaf)}") from None
+        if isinstance(leaf, trio.TooSlowError | RequestTimeoutError):
+            raise AdminError(
+                f"{role} {address} did not answer within {target.timeout_s:g} s"
+            ) from None
         if isinstance(leaf, UNREACHABLE):
             raise AdminError(f"{role} {address} unreachable: {_text(leaf)}") from None
         raise

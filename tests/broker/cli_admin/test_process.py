@@ -98,3 +98,18 @@ def test_a_broker_that_is_down_is_one_line_and_exit_1() -> None:
             f"rmq-broker: admin consumerProgress: {'name server' if '-n' in args else 'broker'} "
             f"127.0.0.1:{port} unreachable"
         )
+
+
+def test_a_broker_that_never_answers_is_one_line_after_the_timeout() -> None:
+    with socket.socket() as silent:  # accepts connections (the backlog), never reads
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        done = run_cli(
+            "admin", "topicStatus", "-b", f"127.0.0.1:{port}", "-t", "T", "--timeout", "1"
+        )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+    assert done.stderr == (
+        f"rmq-broker: admin topicStatus: broker 127.0.0.1:{port} did not answer within 1 s\n"
+    )
