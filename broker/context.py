@@ -83,6 +83,11 @@ class BrokerContext:
     admin: AdminState = field(default_factory=AdminState)
     #: partial frames held by every connection together (`max_buffered_bytes`)
     read_budget: ReadBudget = field(default_factory=lambda: ReadBudget(64 * 1024 * 1024))
+    #: the delay of each level in ms, level 1 first (`message_delay_level`, parsed once here)
+    delay_levels_ms: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.delay_levels_ms = self.config.store.delay_levels_ms()
 
     @property
     def addr(self) -> str:

@@ -1,8 +1,13 @@
-"""From a store outcome to a send response: one table, `PutMessageStatus` -> (code, remark).
+"""From a store outcome to a response: every store-status table of the broker, in one place.
 
-Mirrors the single switch of RocketMQ's `SendMessageProcessor.handlePutMessageResult` (4.9.7).
-Remarks that need a value carry a `{placeholder}`: `{max_message_size}` and `{disk}` (the disk
-usage ratios of the store). Every member of `PutMessageStatus` has an entry; a test checks it.
+- A send: `PUT_RESULT_TO_RESPONSE`, `PutMessageStatus` -> (code, remark), mirroring the single
+  switch of RocketMQ's `SendMessageProcessor.handlePutMessageResult` (4.9.7). Remarks that need
+  a value carry a `{placeholder}`: `{max_message_size}` and `{disk}` (the disk usage ratios of
+  the store). Every member of `PutMessageStatus` has an entry; a test checks it.
+- A message stored again (a delayed delivery, a send-back, a transaction's commit or op):
+  `STORED` and `NEVER_STORED`, and the send-back's answer, `send_back_response`.
+- A pull: `GET_RESULT_TO_RESPONSE` and `EMPTY_QUEUE_STATUSES`, `GetMessageStatus` -> code.
+- The metrics of a put: `STATUS_NAMES` and `BUSY_REASONS`.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import shutil
 from typing import Final
 
 from protocol.codes import ResponseCode
+from store.get_message import GetMessageStatus
 from store.status import PutMessageStatus
 
 ILLEGAL_REMARK: Final = (
@@ -64,6 +70,53 @@ SEND_OK_STATUSES: Final = frozenset(
         PutMessageStatus.SLAVE_NOT_AVAILABLE,
     }
 )
+
+#: a message stored again (a delayed delivery, a retry, a transaction's) is in the commit log
+#: with these (it is acknowledged without waiting for the flush)
+STORED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
+#: refusals of the message itself: putting it again the same way can never succeed
+NEVER_STORED: Final = frozenset(
+    {PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED}
+)
+
+#: Enum's `name` is a Python-level property; the send path reads it for every put
+STATUS_NAMES: Final = {member: member.name for member in PutMessageStatus}
+#: statuses that mean flow control (the writer is full or stuck), by busy-counter reason
+BUSY_REASONS: Final = {
+    PutMessageStatus.WRITER_QUEUE_FULL: "writer_queue_full",
+    PutMessageStatus.OS_PAGE_CACHE_BUSY: "os_page_cache_busy",
+}
+
+#: a pull's answer by the store's read outcome (RocketMQ's `PullMessageProcessor`); the
+#: statuses of `EMPTY_QUEUE_STATUSES` depend on the requested offset (`pull_response_code`)
+GET_RESULT_TO_RESPONSE: Final = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+#: a queue that is empty or does not exist yet: nothing to read at 0, an offset moved elsewhere
+EMPTY_QUEUE_STATUSES: Final = frozenset(
+    {GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE}
+)
+
+
+def pull_response_code(status: GetMessageStatus, queue_offset: int) -> ResponseCode:
+    """The code of a pull from `queue_offset` that the store answered with `status`."""
+    if status in EMPTY_QUEUE_STATUSES:
+        return ResponseCode.PULL_NOT_FOUND if queue_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+    return GET_RESULT_TO_RESPONSE[status]
+
+
+def send_back_response(status: PutMessageStatus) -> tuple[int, str | None]:
+    """CONSUMER_SEND_MSG_BACK's code and remark: SUCCESS once the retry is stored, else
+    SYSTEM_ERROR naming the store's status."""
+    if status in STORED:
+        return int(ResponseCode.SUCCESS), None
+    return int(ResponseCode.SYSTEM_ERROR), status.name
 
 
 def disk_ratio_text(store_dir: str) -> str:

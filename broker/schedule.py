@@ -7,7 +7,8 @@ messages fall due in order): a message whose store time plus the level's delay h
 put again under its real topic and queue without the DELAY property, and the level's offset
 moves past it. The offsets are kept in `config/delayOffset.json` in RocketMQ's shape, so a
 restart neither loses nor re-delivers more than the messages after the last save.
-Levels are RocketMQ's default `messageDelayLevel`: 1s 5s 10s 30s 1m ... 2h.
+The levels are the broker's `message_delay_level` (RocketMQ's default: 1s 5s 10s 30s 1m ... 2h);
+the rewrites in and out of the schedule topic are `broker.rewrites`'.
 
 A due message the store refuses for a while (disk full, busy) stays at the head of its level
 and is tried again next round. One it can never take as it is (MESSAGE_ILLEGAL: a real topic
@@ -26,21 +27,14 @@ from typing import TYPE_CHECKING, Final
 import structlog
 import trio
 
-from broker.topic_config import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    DLQ_NUMS_PER_GROUP,
-    PERM_READ,
-    PERM_WRITE,
-    RETRY_GROUP_TOPIC_PREFIX,
-    SCHEDULE_TOPIC,
-    write_json_atomically,
-)
+from broker.responses import NEVER_STORED, STORED
+from broker.rewrites import dead_letter_topic, delivery_record, retry_group
+from broker.topic_config import DLQ_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, write_json_atomically
 from protocol.errors import HeaderFieldError
-from protocol.properties import MessageConst, decode_properties, encode_properties
 from store.decode import decode_copied_records
 from store.errors import StoreLoadError
 from store.get_message import GetMessageStatus
-from store.message import MessageExtBrokerInner, java_string_hash
+from store.message import MessageExtBrokerInner
 from store.status import PutMessageStatus
 
 if TYPE_CHECKING:
@@ -49,64 +43,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-DELAY_LEVELS_S: Final = (
-    1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200
-)  # fmt: skip
 OFFSET_FILE: Final = "delayOffset.json"
 ROUND_S: Final = 0.1
 BATCH: Final = 32
-#: a re-stored message (a delayed delivery, a retry) is in the commit log with these
-STORED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})
-#: refusals of the message itself: putting it again the same way can never succeed
-NEVER_STORED: Final = frozenset(
-    {PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED}
-)
-
-
-def stored_again(
-    record: CommitLogRecord,
-    props: dict[str, str],
-    topic: str,
-    queue_id: int,
-    *,
-    store_host: tuple[str, int],
-    reconsume_times: int,
-) -> MessageExtBrokerInner:
-    """`record` put again under `topic`/`queue_id` with `props` (a delayed delivery, a retry):
-    its body, flags and born fields kept, acknowledged without waiting for the flush."""
-    tags = props.get(MessageConst.TAGS)
-    return MessageExtBrokerInner(
-        topic=topic,
-        queue_id=queue_id,
-        body=record.body or b"",
-        properties_string=encode_properties(props),
-        sys_flag=record.sys_flag,
-        flag=record.flag,
-        born_timestamp=record.born_timestamp,
-        born_host=record.born_host,
-        store_host=store_host,
-        reconsume_times=reconsume_times,
-        wait_store_msg_ok=False,
-        tags_code=java_string_hash(tags) if tags else 0,
-    )
-
-
-def delivery_record(record: CommitLogRecord) -> MessageExtBrokerInner | None:
-    """The message to put when `record` (in SCHEDULE_TOPIC_XXXX) is due; None if malformed."""
-    props = decode_properties(record.properties)
-    topic = props.get(MessageConst.REAL_TOPIC)
-    queue_text = props.get(MessageConst.REAL_QUEUE_ID, "")
-    if not topic or not queue_text.isdigit() or record.body is None:
-        return None
-    props.pop(MessageConst.DELAY_TIME_LEVEL, None)
-    return stored_again(
-        record,
-        props,
-        topic,
-        int(queue_text),
-        store_host=record.store_host,
-        reconsume_times=record.reconsume_times,
-    )
 
 
 class ScheduleMessageService:
@@ -131,7 +70,7 @@ class ScheduleMessageService:
         task_status.started()
         try:
             while True:
-                for level in range(1, len(DELAY_LEVELS_S) + 1):
+                for level in range(1, len(self.broker.delay_levels_ms) + 1):
                     await self.deliver_due(level, self.broker.store.now_ms())
                 await self.save()
                 await trio.sleep(ROUND_S)
@@ -145,7 +84,7 @@ class ScheduleMessageService:
         if consume is None:
             return 0
         queue_id = level - 1
-        delay_ms = DELAY_LEVELS_S[level - 1] * 1000
+        delay_ms = self.broker.delay_levels_ms[level - 1]
         delivered = 0
         start = self.offsets.get(level, 0)
         offset = max(start, consume.min_offset_in_queue(SCHEDULE_TOPIC, queue_id))
@@ -193,9 +132,9 @@ class ScheduleMessageService:
         """`message` can never be put under its real topic: a retry goes to its group's DLQ,
         anything else is dropped. False only when the DLQ refused it for now."""
         reason = status.name
-        if message.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            dlq = DLQ_GROUP_TOPIC_PREFIX + message.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-            outcome = await self._dead_letter(message, dlq)
+        group = retry_group(message.topic)
+        if group is not None:
+            outcome = await self._dead_letter(message, group)
             if outcome in STORED:
                 log.warning(
                     "delayed_message_dead_lettered",
@@ -209,7 +148,7 @@ class ScheduleMessageService:
                 if outcome not in NEVER_STORED:
                     return False
                 outcome = outcome.name
-            reason = f"{status.name}; {dlq} refused it too: {outcome}"
+            reason = f"{status.name}; {DLQ_GROUP_TOPIC_PREFIX}{group} refused it too: {outcome}"
         log.warning(
             "delayed_message_dropped",
             level=level,
@@ -220,19 +159,19 @@ class ScheduleMessageService:
         return True
 
     async def _dead_letter(
-        self, message: MessageExtBrokerInner, dlq: str
+        self, message: MessageExtBrokerInner, group: str
     ) -> PutMessageStatus | str:
-        """Put `message` in `dlq`: the store's answer, or why the topic cannot be created."""
+        """Put `message` in `group`'s dead-letter topic: the store's answer, or why the topic
+        cannot be created."""
         topics = self.broker.topics
-        created = topics.find(dlq) is None
         try:
-            topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE, 0)
+            dlq, created = dead_letter_topic(topics, group)
         except HeaderFieldError as exc:
             return str(exc)
         if created:
             await topics.persist()
         result = await self.broker.store.put_message(
-            dataclasses.replace(message, topic=dlq, queue_id=0)
+            dataclasses.replace(message, topic=dlq.topic_name, queue_id=0)
         )
         return result.status
 

@@ -64,7 +64,9 @@ NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
         "OFFSET_MOVED_EVENT",
     }
 )
-SCHEDULE_DELAY_LEVELS: Final = 18
+#: the schedule topic's queues in its config, fixed as RocketMQ's SCHEDULE_TOPIC_QUEUE_NUM (the
+#: delay levels themselves, one queue each, are the store's `message_delay_level`)
+SCHEDULE_TOPIC_QUEUE_NUMS: Final = 18
 #: how many topics, and groups, the tables may hold before auto-creation stops
 AUTO_CREATE_TOPIC_MAX_NUM: Final = 10_000
 AUTO_CREATE_SUBSCRIPTION_GROUP_MAX_NUM: Final = 10_000
@@ -368,7 +370,7 @@ def _system_topics(auto_create: bool, default_queue_nums: int) -> list[TopicConf
         TopicConfig("SELF_TEST_TOPIC", 1, 1, rw),
         TopicConfig("OFFSET_MOVED_EVENT", 1, 1, rw),
         TopicConfig(BENCHMARK_TOPIC, 1024, 1024, rw),
-        TopicConfig(SCHEDULE_TOPIC, SCHEDULE_DELAY_LEVELS, SCHEDULE_DELAY_LEVELS, rw),
+        TopicConfig(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS, rw),
         TopicConfig(TRANS_HALF_TOPIC, 1, 1, rw),
     ]
     if auto_create:

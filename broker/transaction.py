@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Final
 import structlog
 import trio
 
-from broker.schedule import STORED, stored_again
+from broker.responses import STORED
+from broker.rewrites import from_half_message, stored_again
 from broker.topic_config import TRANS_HALF_TOPIC
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -107,11 +108,10 @@ class TransactionService:
     async def commit(self, record: CommitLogRecord) -> None:
         """Store the half under its real topic and queue, then mark it done."""
         props = decode_properties(record.properties)
-        topic, queue_text = props.pop(_MC.REAL_TOPIC, ""), props.pop(_MC.REAL_QUEUE_ID, "")
-        if not topic or not queue_text.isdigit():
+        real = from_half_message(props)
+        if real is None:
             raise EndError(ResponseCode.SYSTEM_ERROR, "the half message has no real topic")
-        props.pop(_MC.TRANSACTION_PREPARED, None)
-        message = self._again(record, props, topic, int(queue_text))
+        message = self._again(record, props, *real)
         message.sys_flag = reset_transaction_value(record.sys_flag, TRANSACTION_COMMIT_TYPE)
         message.prepared_transaction_offset = record.physical_offset
         result = await self.broker.store.put_message(message)

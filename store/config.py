@@ -14,6 +14,9 @@ from typing import Final
 GIB: Final = 1 << 30
 MIB: Final = 1 << 20
 OS_PAGE_SIZE: Final = 4096
+#: RocketMQ 4.9's `messageDelayLevel`: the delay of each level, level 1 first
+DEFAULT_MESSAGE_DELAY_LEVEL: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_DELAY_UNITS_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 class FlushDiskType(enum.Enum):
@@ -90,6 +93,9 @@ class MessageStoreConfig:
     max_hash_slot_num: int = 5_000_000
     #: items one index file holds before the next file is started
     max_index_num: int = 20_000_000
+    #: the delay levels a message may ask for (DELAY property, a consumer's send-back):
+    #: space-separated, each a whole number and a unit, s, m, h or d; level 1 is the first
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -130,6 +136,7 @@ class MessageStoreConfig:
             hours = self.file_reserved_time
             raise ValueError(f"file_reserved_time must be a positive number of hours, got {hours}")
         self.delete_hours()  # raises ValueError naming delete_when
+        self.delay_levels_ms()  # raises ValueError naming message_delay_level
         if not 10 <= self.disk_max_used_space_ratio <= 95:
             raise ValueError("disk_max_used_space_ratio must be within 10..95")
         if not 0.0 < self.disk_space_warning_level_ratio <= 1.0:
@@ -155,6 +162,21 @@ class MessageStoreConfig:
                 )
             hours.add(int(text))
         return frozenset(hours)
+
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        """The delay of each level in ms, level 1 first (RocketMQ's `parseDelayLevel`)."""
+        levels = []
+        for part in self.message_delay_level.split():
+            number, unit = part[:-1], _DELAY_UNITS_MS.get(part[-1:])
+            if unit is None or not (number.isascii() and number.isdigit()) or int(number) == 0:
+                raise ValueError(
+                    "message_delay_level must list delays such as 1s, 5m, 2h or 1d separated "
+                    f"by spaces, got {part!r} in {self.message_delay_level!r}"
+                )
+            levels.append(int(number) * unit)
+        if not levels:
+            raise ValueError("message_delay_level must list at least one delay")
+        return tuple(levels)
 
     def _check_positive(self, *names: str) -> None:
         for name in names:

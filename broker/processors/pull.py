@@ -2,10 +2,11 @@
 
 RocketMQ 4.9's `PullMessageProcessor`, in its order: broker and group permissions, the topic
 and queue id, the subscription (from the request when it carries one, else the group's from
-heartbeats), the read through the store's consume queues, the status mapping below, long polling
-for a pull that found nothing (`FLAG_SUSPEND`), and storing the commit offset the request carries
-(`FLAG_COMMIT_OFFSET`), which never moves a committed offset back. The body of a FOUND answer is
-the stored records, concatenated, exactly as the commit log holds them: the clients decode them.
+heartbeats), the read through the store's consume queues, the status mapping below (its table
+is `responses.GET_RESULT_TO_RESPONSE`), long polling for a pull that found nothing
+(`FLAG_SUSPEND`), and storing the commit offset the request carries (`FLAG_COMMIT_OFFSET`),
+which never moves a committed offset back. The body of a FOUND answer is the stored records,
+concatenated, exactly as the commit log holds them: the clients decode them.
 
     store status                          response                 nextBeginOffset
     FOUND                                 SUCCESS                  after the last one read
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from broker.processors import RequestContext
+from broker.responses import pull_response_code
 from broker.topic_config import PERM_READ
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
@@ -32,7 +34,7 @@ from protocol.consumer_headers import (
     PullMessageResponseHeader,
 )
 from protocol.errors import HeaderFieldError
-from store.get_message import GetMessageResult, GetMessageStatus, TagFilter
+from store.get_message import GetMessageResult, TagFilter
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
@@ -45,20 +47,6 @@ MAX_SUSPEND_S: Final = 30.0
 MASTER_ID: Final = 0
 #: messages per answer at most (upstream's maxTransferCountOnMessageInMemory)
 MAX_PULL_MSG_NUMS: Final = 32
-
-_STATUS_CODES: Final = {
-    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
-    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
-    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
-    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
-    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
-    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
-    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
-}
-#: a queue that is empty or does not exist yet: nothing to read at 0, an offset moved elsewhere
-_EMPTY: Final = frozenset(
-    {GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE}
-)
 
 
 def _reject(code: int, remark: str) -> HeaderFieldError:
@@ -83,9 +71,7 @@ class PullMessageProcessor:
                 forward_only=True,  # a late pull must not undo a newer commit
             )
         found = await self._read(header, tag_filter, broker)
-        if _STATUS_CODES.get(found.status) is ResponseCode.PULL_NOT_FOUND or (
-            found.status in _EMPTY and header.queue_offset == 0
-        ):
+        if pull_response_code(found.status, header.queue_offset) is ResponseCode.PULL_NOT_FOUND:
             suspend_s = (
                 min(header.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
                 if header.sys_flag & FLAG_SUSPEND
@@ -166,14 +152,7 @@ class PullMessageProcessor:
     def _response(
         request: RemotingCommand, header: PullMessageRequestHeader, found: GetMessageResult
     ) -> RemotingCommand:
-        if found.status in _EMPTY:
-            code = (
-                ResponseCode.PULL_NOT_FOUND
-                if header.queue_offset == 0
-                else ResponseCode.PULL_OFFSET_MOVED
-            )
-        else:
-            code = _STATUS_CODES[found.status]
+        code = pull_response_code(found.status, header.queue_offset)
         ext = PullMessageResponseHeader(
             MASTER_ID, found.next_begin_offset, found.min_offset, found.max_offset
         ).to_ext_fields()

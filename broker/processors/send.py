@@ -3,10 +3,10 @@
 The broker half of the send path (spec: send-path.md sections 2, 5 and 6): parse the V1/V2
 header, run the checks (`send_checks`), build finished `MessageExtBrokerInner` records (peer as
 born host, broker_ip1:port as store host, CLUSTER added, WAIT stripped, half-message, delay and
-retry/DLQ rewrites, client-side batches split into records), hand them to the store and map its
-outcome through `responses.PUT_RESULT_TO_RESPONSE`. The header's batch flag, not the request
-code, selects the batch path ("1" counts as true: the C++ client sends it). Every response,
-success or failure, carries MSG_REGION and TRACE_ON.
+retry/DLQ rewrites of `broker.rewrites`, client-side batches split into records), hand them to
+the store and map its outcome through `responses.PUT_RESULT_TO_RESPONSE`. The header's batch
+flag, not the request code, selects the batch path ("1" counts as true: the C++ client sends
+it). Every response, success or failure, carries MSG_REGION and TRACE_ON.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import trio
 
 from broker.processors import RequestContext, Respond
 from broker.processors.send_checks import (
-    Destination,
     check_allowed,
     check_broker_accepts,
     check_property_pairs,
@@ -29,14 +28,9 @@ from broker.processors.send_checks import (
     find_or_create_topic,
     retry_or_dlq,
 )
-from broker.responses import SEND_OK_STATUSES, put_result_response
-from broker.topic_config import (
-    RETRY_GROUP_TOPIC_PREFIX,
-    SCHEDULE_DELAY_LEVELS,
-    SCHEDULE_TOPIC,
-    TRANS_HALF_TOPIC,
-    TopicConfig,
-)
+from broker.responses import BUSY_REASONS, SEND_OK_STATUSES, STATUS_NAMES, put_result_response
+from broker.rewrites import apply_delay, delay_level, drop_delay, to_half_message
+from broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicConfig
 from protocol.batch import decode_batch_body
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
@@ -46,12 +40,10 @@ from protocol.headers import SendMessageRequestHeader, decode_send_header
 from protocol.properties import MessageConst, decode_properties, encode_properties
 from store.message import (
     MULTI_TAGS_FLAG,
-    TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     PutMessageResult,
     get_transaction_value,
     java_string_hash,
-    reset_transaction_value,
 )
 from store.message import MessageExtBrokerInner as Inner
 from store.status import PutMessageStatus
@@ -76,8 +68,9 @@ class SendMessageProcessor:
     """Stateless apart from its random source (used for queueId < 0).
 
     Two ways in: `process` (a task awaits the store) and `submit` (no task: the store calls
-    back). Both run the same checks and build the same records and responses; `submit` declines
-    the requests that may create a topic (its table is persisted with an await).
+    back). Both run the one preparation (`_prepare`: the checks and the records) and build the
+    same responses; `submit` declines the requests that may create a topic or group (its table
+    is persisted with an await), `process` awaits that persistence and the store.
     """
 
     def __init__(self, rng: random.Random | None = None) -> None:
@@ -95,10 +88,37 @@ class SendMessageProcessor:
         rejected = self._reject_request(request, ctx, ext)
         if rejected is not None:
             return rejected
+        started = trio.current_time()
+        broker = ctx.broker
+        topics, groups = broker.topics.data_version, broker.groups.data_version
+        topics_before, groups_before = topics.counter, groups.counter
         try:
-            return await self._send(request, ctx, ext)
+            prepared = self._prepare(request, ctx, may_create=True)
         except HeaderFieldError as exc:
             return request.make_response(exc.response_code, str(exc), ext_fields=ext)
+        finally:
+            # What the preparation created is persisted, refused or not, before a message that
+            # needs it is stored.
+            if topics.counter != topics_before:
+                await broker.topics.persist()
+            if groups.counter != groups_before:
+                await broker.groups.persist()
+        assert prepared is not None  # may_create: never declined
+        header, queue_id, records = prepared
+        if header.batch:
+            result = await broker.store.put_messages(records)
+        else:
+            result = await broker.store.put_message(records[0])
+        return self._response(
+            request,
+            ctx,
+            ext,
+            topic=header.topic,
+            queue_id=queue_id,
+            records=records,
+            result=result,
+            started=started,
+        )
 
     def submit(self, request: RemotingCommand, ctx: RequestContext, respond: Respond) -> bool:
         """The send path without a task: checks and records here, the response from the
@@ -111,22 +131,13 @@ class SendMessageProcessor:
             return True
         started = trio.current_time()
         try:
-            header = decode_send_header(request.code, request.ext_fields)
-            check_broker_accepts(header.topic, ctx.broker, int(time.time() * 1000))
-            check_topic_name(header.topic)
-            check_allowed(header.topic)
-            topic_config = ctx.broker.topics.find(header.topic)
-            if topic_config is None or header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                return False
-            queue_id, sys_flag = self._queue_and_flag(header, topic_config, ctx)
-            if header.batch:
-                records = self._batch_records(request, header, queue_id, sys_flag, ctx)
-            else:
-                destination = Destination(header.topic, queue_id, False, False)
-                records = [self._single_record(request, header, destination, sys_flag, ctx)]
+            prepared = self._prepare(request, ctx, may_create=False)
         except HeaderFieldError as exc:
             respond(request, request.make_response(exc.response_code, str(exc), ext_fields=ext))
             return True
+        if prepared is None:
+            return False
+        header, queue_id, records = prepared
 
         def on_result(result: PutMessageResult) -> None:
             try:
@@ -163,42 +174,44 @@ class SendMessageProcessor:
             ResponseCode.SYSTEM_BUSY, REJECT_REQUEST_REMARK, ext_fields=ext
         )
 
-    async def _send(
-        self, request: RemotingCommand, ctx: RequestContext, ext: dict[str, str]
-    ) -> RemotingCommand:
-        started = trio.current_time()
+    def _prepare(
+        self, request: RemotingCommand, ctx: RequestContext, *, may_create: bool
+    ) -> tuple[SendMessageRequestHeader, int, list[Inner]] | None:
+        """The header, the queue id answered and the records to store, after every check, in
+        RocketMQ's order (`HeaderFieldError` when one fails). With `may_create`, an unknown
+        topic, retry group or dead-letter topic is created in memory (the caller persists
+        the tables); without it, None for a request that might need one."""
+        broker = ctx.broker
         header = decode_send_header(request.code, request.ext_fields)
-        check_broker_accepts(header.topic, ctx.broker, int(time.time() * 1000))
+        check_broker_accepts(header.topic, broker, int(time.time() * 1000))
         check_topic_name(header.topic)
         check_allowed(header.topic)
-        checked = find_or_create_topic(header, ctx.broker)
-        if checked.created:
-            await ctx.broker.topics.persist()
-        queue_id, sys_flag = self._queue_and_flag(header, checked.topic_config, ctx)
-        if header.batch:
-            records = self._batch_records(request, header, queue_id, sys_flag, ctx)
-            result = await ctx.broker.store.put_messages(records)
+        if may_create:
+            topic_config = find_or_create_topic(header, broker)
         else:
-            if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                await ctx.broker.groups.find_or_create(
-                    header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-                )
-            destination = retry_or_dlq(header, queue_id, request.version, ctx.broker)
-            if destination.created:
-                await ctx.broker.topics.persist()
-            record = self._single_record(request, header, destination, sys_flag, ctx)
-            result = await ctx.broker.store.put_message(record)
-            records = [record]
-        return self._response(
+            found = broker.topics.find(header.topic)
+            if found is None or header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                return None
+            topic_config = found
+        queue_id, sys_flag = self._queue_and_flag(header, topic_config, ctx)
+        if header.batch:
+            return header, queue_id, self._batch_records(request, header, queue_id, sys_flag, ctx)
+        if may_create:  # (without it, no %RETRY% topic comes this far)
+            topic, store_queue_id, dead_letter = retry_or_dlq(
+                header, queue_id, request.version, broker
+            )
+        else:
+            topic, store_queue_id, dead_letter = header.topic, queue_id, False
+        record = self._single_record(
             request,
+            header,
+            sys_flag,
             ctx,
-            ext,
-            topic=header.topic,
-            queue_id=queue_id,
-            records=records,
-            result=result,
-            started=started,
+            topic=topic,
+            queue_id=store_queue_id,
+            dead_letter=dead_letter,
         )
+        return header, queue_id, [record]
 
     def _queue_and_flag(
         self, header: SendMessageRequestHeader, topic_config: TopicConfig, ctx: RequestContext
@@ -251,25 +264,28 @@ class SendMessageProcessor:
         self,
         request: RemotingCommand,
         header: SendMessageRequestHeader,
-        destination: Destination,
         sys_flag: int,
         ctx: RequestContext,
+        *,
+        topic: str,
+        queue_id: int,
+        dead_letter: bool,
     ) -> Inner:
         broker = ctx.broker
         if header.properties and "\x00" in header.properties:
             raise _illegal(NUL_REMARK)
         props = decode_properties(header.properties)
         check_property_pairs(props)
-        if destination.dead_letter:
-            props.pop(_MC.DELAY_TIME_LEVEL, None)
+        if dead_letter:
+            drop_delay(props)
         props[_MC.CLUSTER] = broker.config.broker_cluster_name
         wait_text = props.pop(_MC.WAIT_STORE_MSG_OK, None)
         properties_string = encode_properties(props)
         if wait_text is not None:
             props[_MC.WAIT_STORE_MSG_OK] = wait_text  # kept for rebuilds below, as upstream does
         record = Inner(
-            topic=destination.topic,
-            queue_id=destination.queue_id,
+            topic=topic,
+            queue_id=queue_id,
             body=request.body or b"",
             properties_string=properties_string,
             sys_flag=sys_flag,
@@ -288,8 +304,8 @@ class SendMessageProcessor:
                     f"the broker[{broker.store_host[0]}] sending transaction message is forbidden",
                     ResponseCode.NO_PERMISSION,
                 )
-            _to_half_message(record, props)
-        _apply_delay(record, props)
+            to_half_message(record, props)
+        apply_delay(record, props, broker.delay_levels_ms)
         return record
 
     def _batch_records(
@@ -313,7 +329,7 @@ class SendMessageProcessor:
         if len(body) > max_size:
             raise _illegal(f"batch body of {len(body)} bytes exceeds max_message_size {max_size}")
         batch_props = decode_properties(header.properties)
-        if get_transaction_value(sys_flag) != TRANSACTION_NOT_TYPE or _delay_level(batch_props) > 0:
+        if get_transaction_value(sys_flag) != TRANSACTION_NOT_TYPE or delay_level(batch_props) > 0:
             raise _illegal("batch messages may not be transactional or delayed")
         batch_props[_MC.CLUSTER] = broker.config.broker_cluster_name
         wait_text = batch_props.get(_MC.WAIT_STORE_MSG_OK)
@@ -367,56 +383,8 @@ class SendMessageProcessor:
             else:
                 body_bytes = sum(len(r.body) for r in records)
             metrics.record_put(
-                topic, _STATUS_NAMES[status], body_bytes, elapsed, messages=len(records)
+                topic, STATUS_NAMES[status], body_bytes, elapsed, messages=len(records)
             )
-            busy_reason = _BUSY_REASONS.get(status)
+            busy_reason = BUSY_REASONS.get(status)
             if busy_reason is not None:
                 metrics.record_system_busy(busy_reason)
-
-
-#: Enum's `name` is a Python-level property; the send path reads it for every put
-_STATUS_NAMES: Final = {member: member.name for member in PutMessageStatus}
-#: statuses that mean flow control (the writer is full or stuck), by busy-counter reason
-_BUSY_REASONS: Final = {
-    PutMessageStatus.WRITER_QUEUE_FULL: "writer_queue_full",
-    PutMessageStatus.OS_PAGE_CACHE_BUSY: "os_page_cache_busy",
-}
-
-
-def _delay_level(props: dict[str, str]) -> int:
-    text = props.get(_MC.DELAY_TIME_LEVEL)
-    if text is None:
-        return 0
-    try:
-        return int(text)
-    except ValueError:
-        raise _illegal(f"the DELAY property is not an integer: {text!r}") from None
-
-
-def _to_half_message(record: Inner, props: dict[str, str]) -> None:
-    """A prepared transactional message is parked in RMQ_SYS_TRANS_HALF_TOPIC queue 0."""
-    props[_MC.REAL_TOPIC] = record.topic
-    props[_MC.REAL_QUEUE_ID] = str(record.queue_id)
-    record.sys_flag = reset_transaction_value(record.sys_flag, TRANSACTION_NOT_TYPE)
-    record.topic = TRANS_HALF_TOPIC
-    record.queue_id = 0
-    record.properties_string = encode_properties(props)
-
-
-def _apply_delay(record: Inner, props: dict[str, str]) -> None:
-    """DELAY > 0 on a NOT/COMMIT message: park it in SCHEDULE_TOPIC_XXXX, queue level - 1."""
-    if get_transaction_value(record.sys_flag) not in (
-        TRANSACTION_NOT_TYPE,
-        TRANSACTION_COMMIT_TYPE,
-    ):
-        return
-    level = _delay_level(props)
-    if level <= 0:
-        return
-    level = min(level, SCHEDULE_DELAY_LEVELS)
-    props[_MC.DELAY_TIME_LEVEL] = str(level)
-    props[_MC.REAL_TOPIC] = record.topic
-    props[_MC.REAL_QUEUE_ID] = str(record.queue_id)
-    record.topic = SCHEDULE_TOPIC
-    record.queue_id = level - 1
-    record.properties_string = encode_properties(props)

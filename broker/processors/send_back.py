@@ -17,17 +17,21 @@ characters), configured or not, whose retry the schedule could never deliver.
 from __future__ import annotations
 
 import random
-from typing import Final
 
 from broker.processors import RequestContext
-from broker.schedule import DELAY_LEVELS_S, STORED, stored_again
+from broker.responses import send_back_response
+from broker.rewrites import (
+    dead_letter_topic,
+    drop_delay,
+    past_retry_limit,
+    send_back_topic,
+    stored_again,
+    to_schedule,
+)
 from broker.topic_config import (
-    DLQ_GROUP_TOPIC_PREFIX,
     DLQ_NUMS_PER_GROUP,
-    PERM_READ,
     PERM_WRITE,
     RETRY_GROUP_TOPIC_PREFIX,
-    SCHEDULE_TOPIC,
     check_group_topics,
 )
 from protocol.codes import ResponseCode
@@ -37,9 +41,6 @@ from protocol.errors import HeaderFieldError
 from protocol.properties import MessageConst, decode_properties
 from store.decode import CommitLogRecord
 from store.message import MessageExtBrokerInner, encode_host, offset_msg_id
-
-#: clients of 3.4.9 and later send their own maxReconsumeTimes
-V3_4_9: Final = 121
 
 
 def _reject(code: int, remark: str) -> HeaderFieldError:
@@ -76,17 +77,19 @@ class ConsumerSendMsgBackProcessor:
             raise _reject(
                 ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
             )
-        max_times = group.retry_max_times
-        if request.version >= V3_4_9 and header.max_reconsume_times is not None:
-            max_times = header.max_reconsume_times
-        dead = original.reconsume_times >= max_times or header.delay_level < 0
-        prefix = DLQ_GROUP_TOPIC_PREFIX if dead else RETRY_GROUP_TOPIC_PREFIX
-        queues = DLQ_NUMS_PER_GROUP if dead else group.retry_queue_nums
-        topic = broker.topics.find(prefix + header.group)
-        if topic is None:
-            topic = broker.topics.create_in_send_back(
-                prefix + header.group, queues, PERM_READ | PERM_WRITE, 0
+        dead = header.delay_level < 0 or past_retry_limit(
+            original.reconsume_times,
+            group.retry_max_times,
+            request.version,
+            header.max_reconsume_times,
+        )
+        if dead:
+            topic, created = dead_letter_topic(broker.topics, header.group)
+        else:
+            topic, created = send_back_topic(
+                broker.topics, RETRY_GROUP_TOPIC_PREFIX + header.group, group.retry_queue_nums
             )
+        if created:
             await broker.topics.persist()
         if not topic.perm & PERM_WRITE:
             raise _reject(
@@ -94,13 +97,11 @@ class ConsumerSendMsgBackProcessor:
                 f"the topic[{topic.topic_name}] sending message is forbidden",
             )
         delay = 0 if dead else header.delay_level or 3 + original.reconsume_times
-        message = _retry_message(
-            original, topic.topic_name, self._rng.randrange(queues), delay, ctx
-        )
+        queue_id = self._rng.randrange(DLQ_NUMS_PER_GROUP if dead else group.retry_queue_nums)
+        message = _retry_message(original, topic.topic_name, queue_id, delay, ctx)
         result = await broker.store.put_message(message)
-        if result.status in STORED:
-            return request.make_response(ResponseCode.SUCCESS)
-        return request.make_response(ResponseCode.SYSTEM_ERROR, result.status.name)
+        code, remark = send_back_response(result.status)
+        return request.make_response(code, remark)
 
 
 def _retry_message(
@@ -112,14 +113,9 @@ def _retry_message(
     if MessageConst.ORIGIN_MESSAGE_ID not in props:
         host = encode_host(original.store_host)[0]
         props[MessageConst.ORIGIN_MESSAGE_ID] = offset_msg_id(host, original.physical_offset)
-    props.pop(MessageConst.DELAY_TIME_LEVEL, None)
-    real_topic, real_queue = topic, queue_id
+    drop_delay(props)  # the request's level applies, not the stored message's
     if delay > 0:
-        level = min(delay, len(DELAY_LEVELS_S))
-        props[MessageConst.DELAY_TIME_LEVEL] = str(level)
-        props[MessageConst.REAL_TOPIC] = real_topic
-        props[MessageConst.REAL_QUEUE_ID] = str(real_queue)
-        topic, queue_id = SCHEDULE_TOPIC, level - 1
+        topic, queue_id = to_schedule(props, topic, queue_id, delay, ctx.broker.delay_levels_ms)
     return stored_again(
         original,
         props,

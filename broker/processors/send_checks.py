@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from broker.context import BrokerContext
 from broker.processors import RequestContext
 from broker.processors.namesrv import FAQ_SUFFIX
+from broker.rewrites import dead_letter_topic, past_retry_limit, retry_group
 from broker.topic_config import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    DLQ_NUMS_PER_GROUP,
     NOT_ALLOWED_SEND_TOPICS,
     PERM_READ,
     PERM_WRITE,
@@ -86,20 +84,13 @@ def check_allowed(topic: str) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Checked:
-    """What the checks found: the topic's config and whether the topic table changed."""
-
-    topic_config: TopicConfig
-    created: bool
-
-
-def find_or_create_topic(header: SendMessageRequestHeader, broker: BrokerContext) -> Checked:
-    """The topic's config, auto-created from `header.default_topic` when allowed."""
+def find_or_create_topic(header: SendMessageRequestHeader, broker: BrokerContext) -> TopicConfig:
+    """The topic's config, auto-created from `header.default_topic` when allowed (in memory:
+    the caller persists the table)."""
     topics = broker.topics
     found = topics.find(header.topic)
     if found is not None:
-        return Checked(found, False)
+        return found
     is_retry = header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
     sys_flag = 0
     if header.unit_mode:
@@ -115,7 +106,7 @@ def find_or_create_topic(header: SendMessageRequestHeader, broker: BrokerContext
             ResponseCode.TOPIC_NOT_EXIST,
             f"topic[{header.topic}] not exist, apply first please!{FAQ_SUFFIX}",
         )
-    return Checked(created, True)
+    return created
 
 
 def check_queue_id(queue_id: int, topic_config: TopicConfig, ctx: RequestContext) -> None:
@@ -134,22 +125,21 @@ class Destination(NamedTuple):
     topic: str
     queue_id: int
     dead_letter: bool
-    created: bool
 
 
 def retry_or_dlq(
     header: SendMessageRequestHeader, queue_id: int, version: int, broker: BrokerContext
 ) -> Destination:
-    """handleRetryAndDLQ: a `%RETRY%<group>` message past its retry limit goes to `%DLQ%<group>`.
+    """handleRetryAndDLQ: a `%RETRY%<group>` message past its retry limit goes to `%DLQ%<group>`
+    (`rewrites.past_retry_limit`).
 
-    The group must be known (the caller creates it when auto-creation is on;
-    SUBSCRIPTION_GROUP_NOT_EXIST otherwise); its retryMaxTimes, or the
-    header's maxReconsumeTimes from clients of version >= 3.4.9 (121), is the limit.
+    An unknown group is created when auto-creation is on (SUBSCRIPTION_GROUP_NOT_EXIST
+    otherwise), and so is the DLQ topic, in memory: the caller persists the tables.
     """
-    topic = header.topic
-    if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-        return Destination(topic, queue_id, False, False)
-    group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+    group = retry_group(header.topic)
+    if group is None:
+        return Destination(header.topic, queue_id, False)
+    broker.groups.ensure(group)
     group_config = broker.groups.find(group)
     if group_config is None:
         raise _reject(
@@ -157,12 +147,12 @@ def retry_or_dlq(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
             f"subscription group not exist, {group} {FAQ_SUFFIX}",
         )
-    max_times = group_config.retry_max_times
-    if version >= 121 and header.max_reconsume_times is not None:
-        max_times = header.max_reconsume_times
-    if (header.reconsume_times or 0) < max_times:
-        return Destination(topic, queue_id, False, False)
-    dlq = DLQ_GROUP_TOPIC_PREFIX + group
-    created = broker.topics.find(dlq) is None
-    broker.topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE, 0)
-    return Destination(dlq, 0, True, created)
+    if not past_retry_limit(
+        header.reconsume_times or 0,
+        group_config.retry_max_times,
+        version,
+        header.max_reconsume_times,
+    ):
+        return Destination(header.topic, queue_id, False)
+    dlq, _ = dead_letter_topic(broker.topics, group)
+    return Destination(dlq.topic_name, 0, True)

@@ -1,4 +1,6 @@
-"""The PutMessageStatus -> (ResponseCode, remark) table covers every status and its remark."""
+"""The store-status tables: PutMessageStatus -> (ResponseCode, remark) covers every status and
+its remark; every GetMessageStatus has a pull answer; a send-back is answered by its store
+status."""
 
 from __future__ import annotations
 
@@ -9,10 +11,14 @@ import pytest
 from broker.responses import (
     PUT_RESULT_TO_RESPONSE,
     SEND_OK_STATUSES,
+    STORED,
     disk_ratio_text,
+    pull_response_code,
     put_result_response,
+    send_back_response,
 )
 from protocol.codes import ResponseCode
+from store.get_message import GetMessageStatus
 from store.status import PutMessageStatus
 
 
@@ -70,3 +76,22 @@ def test_disk_ratio_is_formatted_like_java(tmp_path: object) -> None:
     ratio = float(text.split()[1])
     assert 0.0 <= ratio <= 1.0
     assert disk_ratio_text("/no/such/dir/at/all") == "CL: -1.00 CQ: -1.00 INDEX: -1.00"
+
+
+@pytest.mark.parametrize("status", list(GetMessageStatus))
+def test_every_read_outcome_has_a_pull_answer(status: GetMessageStatus) -> None:
+    at_zero, further = pull_response_code(status, 0), pull_response_code(status, 7)
+    if status in {GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE}:
+        # an empty queue: nothing yet at 0 (the pull is held), an offset moved elsewhere
+        assert (at_zero, further) == (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED)
+    else:
+        assert at_zero == further
+    assert (at_zero == ResponseCode.SUCCESS) == (status is GetMessageStatus.FOUND)
+
+
+@pytest.mark.parametrize("status", list(PutMessageStatus))
+def test_a_send_back_succeeds_once_its_retry_is_stored(status: PutMessageStatus) -> None:
+    if status in STORED:
+        assert send_back_response(status) == (ResponseCode.SUCCESS, None)
+    else:
+        assert send_back_response(status) == (ResponseCode.SYSTEM_ERROR, status.name)

@@ -268,6 +268,25 @@ async def test_a_retry_send_for_an_unknown_group_creates_the_group(
     assert '"newgroup"' in (root / "config" / "subscriptionGroup.json").read_text()
 
 
+async def test_what_a_refused_send_created_is_persisted(
+    producer: Producer, broker: RunningBroker
+) -> None:
+    # A topic created before the queue id is found illegal (as RocketMQ creates it), and a
+    # retry topic and its group created before the message is found illegal: both refused,
+    # neither stored, and the tables on disk hold what memory holds.
+    response = await send_raw(producer, v1_header("Fresh", queue_id=7))
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert (response.remark or "").startswith("request queueId[7] is illegal")
+    nul = encode_properties({"TAGS": "a\x00b"})
+    response = await send_raw(producer, v1_header("%RETRY%fresh", properties=nul))
+    assert response.code == ResponseCode.MESSAGE_ILLEGAL
+    assert records(broker.config) == []
+    root = pathlib.Path(broker.config.store.store_path_root_dir)
+    topics = (root / "config" / "topics.json").read_text()
+    assert '"Fresh"' in topics and '"%RETRY%fresh"' in topics
+    assert '"fresh"' in (root / "config" / "subscriptionGroup.json").read_text()
+
+
 async def test_compressed_bodies_are_stored_as_sent(
     producer: Producer, broker: RunningBroker
 ) -> None:
