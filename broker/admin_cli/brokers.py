@@ -16,7 +16,7 @@ from broker.admin_cli.common import (
     admin_command,
     cluster_info,
     connect,
-    parse_address,
+    listed_address,
 )
 from broker.admin_cli.common import masters as brokers_of
 from broker.admin_cli.output import Report, Table
@@ -97,7 +97,7 @@ async def cluster_list(target: Target) -> Report:
         for name in sorted(info.cluster_addr_table[cluster]):
             data = info.broker_addr_table.get(name)
             for broker_id, addr in sorted(data.broker_addrs.items() if data else ()):
-                at = BrokerAt(name, parse_address(addr, "brokerAddr"))
+                at = BrokerAt(name, listed_address(addr))
                 try:
                     figures = await _runtime(target, at)
                 except AdminError as exc:

@@ -33,6 +33,7 @@ from broker.client import (
 from broker.config import ConfigError, HostPort
 from broker.query_client import QueryError
 from protocol.errors import RemotingProtocolError
+from protocol.fastjson import FastjsonError
 from protocol.route import ClusterInfo, TopicRouteData
 
 MASTER_ID: Final = 0
@@ -76,6 +77,14 @@ def parse_address(value: str, flag: str) -> HostPort:
         return HostPort.parse(flag, value)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def listed_address(text: str) -> HostPort:
+    """A broker address the name server gave; `AdminError` when it is not HOST:PORT."""
+    try:
+        return HostPort.parse("brokerAddr", text)
+    except ConfigError as exc:
+        raise AdminError(f"the name server lists a bad broker address: {exc}") from None
 
 
 def _target(
@@ -280,7 +289,7 @@ async def connect(
             raise leaf from None
         if isinstance(leaf, SendError | QueryError):
             raise AdminError(f"{role} {address} refused: {leaf}") from None
-        if isinstance(leaf, RemotingProtocolError):
+        if isinstance(leaf, RemotingProtocolError | FastjsonError):
             raise AdminError(f"{role} {address} answered badly: {_text(leaf)}") from None
         if isinstance(leaf, trio.TooSlowError | RequestTimeoutError):
             raise AdminError(
@@ -333,7 +342,7 @@ async def masters(target: Target, *, slaves: bool = False) -> list[BrokerAt]:
         data = info.broker_addr_table.get(broker_name)
         for broker_id, addr in sorted(data.broker_addrs.items() if data else ()):
             if slaves or broker_id == MASTER_ID:
-                found.append(BrokerAt(broker_name, parse_address(addr, "brokerAddr")))
+                found.append(BrokerAt(broker_name, listed_address(addr)))
     if not found:
         raise AdminError("the name server lists no broker")
     return found
@@ -341,7 +350,7 @@ async def masters(target: Target, *, slaves: bool = False) -> list[BrokerAt]:
 
 def route_masters(route: TopicRouteData) -> list[BrokerAt]:
     return [
-        BrokerAt(b.broker_name, parse_address(b.broker_addrs[MASTER_ID], "brokerAddr"))
+        BrokerAt(b.broker_name, listed_address(b.broker_addrs[MASTER_ID]))
         for b in sorted(route.broker_datas, key=lambda b: b.broker_name)
         if MASTER_ID in b.broker_addrs
     ]
