@@ -17,6 +17,7 @@ from broker.admin_cli.common import (
     cluster_info,
     connect,
     listed_address,
+    on_each,
 )
 from broker.admin_cli.common import masters as brokers_of
 from broker.admin_cli.output import Report, Table
@@ -63,11 +64,13 @@ async def update_broker_config(target: Target, key: str, value: str) -> Report:
     """Change a run-time setting of the brokers (kept across restarts); keys that cannot change
     at run time are refused with the broker's remark."""
     report = Report({"key": key, "value": value, "brokers": []})
-    for broker in await brokers_of(target):
-        async with connect(target, broker.address) as conn:
-            await AdminClient(conn).update_broker_config({key: value})
-        report.data["brokers"].append(str(broker.address))
-        report.lines.append(f"update broker config success, {broker.address}")
+    await on_each(
+        target,
+        await brokers_of(target),
+        report,
+        lambda conn: AdminClient(conn).update_broker_config({key: value}),
+        lambda address: f"update broker config success, {address}",
+    )
     return report
 
 

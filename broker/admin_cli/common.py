@@ -236,7 +236,9 @@ def execute(name: str, run: Callable[[], Awaitable[Report]], as_json: bool) -> N
         click.echo(f"rmq-broker: admin {name}: {line}", err=True)
         sys.exit(code)
     render(report, as_json=as_json)
-    sys.exit(1 if report.failed else 0)
+    for error in report.errors:
+        click.echo(f"rmq-broker: admin {name}: {error}", err=True)
+    sys.exit(1 if report.failed or report.errors else 0)
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -346,6 +348,29 @@ async def masters(target: Target, *, slaves: bool = False) -> list[BrokerAt]:
     if not found:
         raise AdminError("the name server lists no broker")
     return found
+
+
+async def on_each(
+    target: Target,
+    brokers: list[BrokerAt],
+    report: Report,
+    act: Callable[[Producer], Awaitable[object]],
+    done: Callable[[HostPort], str],
+) -> None:
+    """Make one change on every broker: a line for each that made it (`report.lines`, the
+    address in `report.data["brokers"]`), one for each that failed (`report.errors`). With a
+    single broker its failure is the command's failure."""
+    for broker in brokers:
+        try:
+            async with connect(target, broker.address) as conn:
+                await act(conn)
+        except AdminError as exc:
+            if len(brokers) == 1:
+                raise
+            report.errors.append(str(exc))
+            continue
+        report.data["brokers"].append(str(broker.address))
+        report.lines.append(done(broker.address))
 
 
 def route_masters(route: TopicRouteData) -> list[BrokerAt]:

@@ -19,6 +19,7 @@ from broker.admin_cli.common import (
     connect,
     label,
     masters,
+    on_each,
     route_masters,
     topic_route,
 )
@@ -72,11 +73,13 @@ async def update_sub_group(  # noqa: PLR0917 (click passes every option)
         slow_broker, notify,
     )  # fmt: skip
     report = Report({"group": config.to_json(), "brokers": []})
-    for broker in await masters(target):
-        async with connect(target, broker.address) as conn:
-            await calls.update_subscription_group(conn, config)
-        report.data["brokers"].append(str(broker.address))
-        report.lines.append(f"create subscription group to {broker.address} success.")
+    await on_each(
+        target,
+        await masters(target),
+        report,
+        lambda conn: calls.update_subscription_group(conn, config),
+        lambda address: f"create subscription group to {address} success.",
+    )
     return report
 
 
@@ -85,13 +88,13 @@ async def update_sub_group(  # noqa: PLR0917 (click passes every option)
 async def delete_sub_group(target: Target, group: str, remove_offset: bool) -> Report:
     """Delete a subscription group (and with -r true its committed offsets)."""
     report = Report({"group": group, "removeOffset": remove_offset, "brokers": []})
-    for broker in await masters(target):
-        async with connect(target, broker.address) as conn:
-            await calls.delete_subscription_group(conn, group, remove_offset=remove_offset)
-        report.data["brokers"].append(str(broker.address))
-        report.lines.append(
-            f"delete subscription group [{group}] from broker [{broker.address}] success."
-        )
+    await on_each(
+        target,
+        await masters(target),
+        report,
+        lambda conn: calls.delete_subscription_group(conn, group, remove_offset=remove_offset),
+        lambda address: f"delete subscription group [{group}] from broker [{address}] success.",
+    )
     return report
 
 

@@ -34,8 +34,10 @@ class Report:
     tables: list[Table] = field(default_factory=list)
     #: lines printed after the tables (totals, "success" lines)
     lines: list[str] = field(default_factory=list)
-    #: some broker failed (the lines say which): the exit code is 1
+    #: some broker failed: the exit code is 1
     failed: bool = False
+    #: one line per failed broker, for stderr (a change made on the others is still shown)
+    errors: list[str] = field(default_factory=list)
 
 
 def _cell(value: object) -> str:

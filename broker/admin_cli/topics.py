@@ -13,6 +13,7 @@ from broker.admin_cli.common import (
     cluster_info,
     connect,
     masters,
+    on_each,
     route_masters,
     topic_route,
 )
@@ -43,13 +44,15 @@ async def update_topic(  # noqa: PLR0917 (click passes every option)
         "order": order,
     }
     report = Report({"topic": config, "brokers": []})
-    for broker in await masters(target):
-        async with connect(target, broker.address) as conn:
-            await AdminClient(conn).create_topic(
-                topic, read_queues, write_queues=write_queues, perm=int(perm), order=order
-            )
-        report.data["brokers"].append(str(broker.address))
-        report.lines.append(f"create topic to {broker.address} success.")
+    await on_each(
+        target,
+        await masters(target),
+        report,
+        lambda conn: AdminClient(conn).create_topic(
+            topic, read_queues, write_queues=write_queues, perm=int(perm), order=order
+        ),
+        lambda address: f"create topic to {address} success.",
+    )
     return report
 
 
@@ -60,12 +63,14 @@ async def delete_topic(target: Target, topic: str) -> Report:
     route = await topic_route(target, topic)
     brokers = await masters(target) if target.broker or target.cluster else route_masters(route)
     report = Report({"topic": topic, "brokers": [], "namesrv": False})
-    for broker in brokers:
-        async with connect(target, broker.address) as conn:
-            await AdminClient(conn).delete_topic(topic)
-        report.data["brokers"].append(str(broker.address))
-        report.lines.append(f"delete topic [{topic}] from broker [{broker.address}] success.")
-    if target.namesrv is not None:
+    await on_each(
+        target,
+        brokers,
+        report,
+        lambda conn: AdminClient(conn).delete_topic(topic),
+        lambda address: f"delete topic [{topic}] from broker [{address}] success.",
+    )
+    if target.namesrv is not None and not report.errors:
         async with connect(target, target.namesrv, "name server") as conn:
             await AdminClient(conn).delete_topic_in_namesrv(topic, target.cluster)
         report.data["namesrv"] = True
