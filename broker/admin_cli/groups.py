@@ -326,11 +326,14 @@ async def _reset_offline(
 @click.option("-t", "--topic", required=True, help="Topic.")
 @click.option("-s", "--timestamp", "when", required=True, help="now | ms | yyyy-MM-dd#HH:mm:ss:SSS")
 @click.option("-f", "--force", type=click.BOOL, default=True, help="Also move forward.")
-async def reset_offset_by_time(
-    target: Target, group: str, topic: str, when: str, force: bool
+@click.option("-c", "--cplus", is_flag=True, hidden=True)  # the broker tells C++ clients anyway
+async def reset_offset_by_time(  # noqa: PLR0917 (click passes every option)
+    target: Target, group: str, topic: str, when: str, force: bool, cplus: bool
 ) -> Report:
     """Move a group's offsets of a topic to the first message stored at or after a time; live
-    consumers are told to go there too."""
+    consumers are told to go there too (C++ clients in the form they read: mqadmin's -c is
+    accepted and not needed)."""
+    del cplus
     ms = parse_timestamp(when)
     brokers = [BrokerAt("", target.broker)] if target.broker else None
     table = Table(["brokerName", "queueId", "offset"])

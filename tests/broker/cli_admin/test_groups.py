@@ -120,7 +120,7 @@ async def test_reset_by_time_moves_the_offsets_consumer_progress_shows(
 
     # the consumer is gone: the broker refuses (CONSUMER_NOT_ONLINE) and the command finds
     # each queue's offset by time and commits it, as mqadmin does
-    run = await admin("resetOffsetByTime", "-n", here, "-g", group, "-t", topic, "-s", "0")
+    run = await admin("resetOffsetByTime", "-n", here, "-g", group, "-t", topic, "-s", "0", "-c")
     assert run.code == 0, run.stderr
     assert "#brokerName\t#queueId\t#offset" in run.stdout
     assert [r[1:] for r in plain_rows(run.stdout.split("\n", 1)[1])] == [
