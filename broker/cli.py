@@ -25,7 +25,7 @@ import structlog
 import trio
 
 from broker import __version__
-from broker.cli_admin import admin
+from broker.admin_cli import admin
 from broker.cli_query import query
 from broker.config import BrokerConfig, ConfigError, HostPort, load_config
 from store.config import MessageStoreConfig
