@@ -48,7 +48,6 @@ RUNTIME_KEYS: Final = frozenset(
         "max_connections",
         "trace_on",
         "region_id",
-        "max_message_size",
     }
 )
 #: keys never shown (GET_BROKER_CONFIG answers any account ACL lets in)

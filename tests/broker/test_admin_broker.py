@@ -119,6 +119,7 @@ async def change(admin: AdminClient, body: bytes) -> RemotingCommand:
     [
         (b"brokerName=other\n", "brokerName cannot change while the broker runs"),
         (b"traceOn=false\nlisten=127.0.0.1:1\n", "listen cannot change while the broker runs"),
+        (b"maxMessageSize=1024\n", "maxMessageSize cannot change while the broker runs"),
         (b"noSuchKey=1\n", "unknown configuration key noSuchKey"),
         (b"brokerPermission=9\n", "broker_permission: must be within 0..7"),
         (b"maxConnections=many\n", "maxConnections: max_connections: expected an integer"),
