@@ -4,33 +4,11 @@
 # before pip; does nothing when chromium is on the PATH. Installs the missing packages with
 # apt-get as root; anywhere else it names them and fails.
 set -euo pipefail
-
-PACKAGES=(chromium fonts-dejavu-core)
-
-say() { printf 'install-chromium: %s\n' "$*" >&2; }
+# shellcheck source=tests/apt-missing.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt-missing.sh"
 
 if command -v chromium >/dev/null; then
     exit 0
 fi
-missing=()
-for package in "${PACKAGES[@]}"; do
-    if ! dpkg-query -W -f '${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
-        missing+=("$package")
-    fi
-done
-if ((${#missing[@]} == 0)); then
-    say "chromium is installed, but no chromium is found on the PATH"
-    exit 1
-fi
-if ! command -v apt-get >/dev/null; then
-    say "missing ${missing[*]} and no apt-get: install Chromium so that 'chromium' is on the PATH"
-    exit 1
-fi
-if ((EUID != 0)); then
-    say "missing ${missing[*]}: run 'sudo apt-get install ${missing[*]}' first"
-    exit 1
-fi
-say "installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+install_missing install-chromium "install Chromium so that 'chromium' is on the PATH" \
+    chromium fonts-dejavu-core
