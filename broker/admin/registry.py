@@ -69,9 +69,13 @@ async def start(
     broker: BrokerContext, nursery: trio.Nursery, schedule: ScheduleMessageService
 ) -> None:
     """Take the saved configuration's data version, count stored messages from the metrics,
-    read the delay levels' progress from `schedule` and sample the TPS figures from now on."""
+        read the delay levels' progress from `schedule` and sample the TPS figures (the broker's, each
+    topic's sends and each group's consumption) from now on."""
     broker.admin.schedule_offsets = lambda: dict(schedule.offsets)
     broker.admin.config_version.counter = read_saved(runtime_file(broker.config))[1]
+    stats = broker.admin.stats
     if broker.metrics is not None:
-        broker.admin.stats.puts = broker.metrics.stored_messages
+        stats.puts = broker.metrics.stored_messages
+        stats.topic_puts = broker.metrics.stored_by_topic
+    stats.consumed = lambda: broker.offsets.consumed
     await nursery.start(broker.admin.stats.run)
