@@ -13,11 +13,12 @@ import trio
 
 from broker.admin.state import RuntimeStats
 from broker.admin_client import AdminClient, open_admin
-from broker.client import Message, SendError, SessionCredentials, open_producer
+from broker.client import Message, SendError, open_producer
 from broker.pull_client import open_pull_consumer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from store.message_store import DefaultMessageStore
+from tests.broker.admin_acl import ADMIN, PLAIN, start_acl_broker
 from tests.conftest import RunningBroker, make_config, start_broker
 from tests.daemon import Daemon, serve_refused
 
@@ -185,26 +186,10 @@ def test_a_change_takes_effect_at_once_and_survives_a_restart(tmp_path: pathlib.
         daemon.stop()
 
 
-ACL = """
-accounts:
-  - accessKey: producer1
-    secretKey: "producer-secret"
-    defaultTopicPerm: PUB
-  - accessKey: operator1
-    secretKey: "operator-secret"
-    admin: true
-"""
-PLAIN = SessionCredentials("producer1", "producer-secret")
-ADMIN = SessionCredentials("operator1", "operator-secret")
-
-
 async def test_acl_refuses_admin_requests_to_a_non_admin_account(
     nursery: trio.Nursery, tmp_path: pathlib.Path
 ) -> None:
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(ACL)
-    config = make_config(tmp_path / "store", acl_enable=True, acl_file=str(acl_file))
-    broker = await start_broker(nursery, config)
+    broker = await start_acl_broker(nursery, tmp_path)
     port = broker.port
     async with open_admin("127.0.0.1", port, credentials=PLAIN) as plain:
         attempts: list[Callable[[], Awaitable[object]]] = [
