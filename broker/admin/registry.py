@@ -69,8 +69,8 @@ async def start(
     broker: BrokerContext, nursery: trio.Nursery, schedule: ScheduleMessageService
 ) -> None:
     """Take the saved configuration's data version, count stored messages from the metrics,
-        read the delay levels' progress from `schedule` and sample the TPS figures (the broker's, each
-    topic's sends and each group's consumption) from now on."""
+    read the delay levels' progress from `schedule` and sample the TPS figures (the broker's,
+    each topic's sends, each group's consumption) from now on."""
     broker.admin.schedule_offsets = lambda: dict(schedule.offsets)
     broker.admin.config_version.counter = read_saved(runtime_file(broker.config))[1]
     stats = broker.admin.stats

@@ -39,7 +39,6 @@ from protocol.admin_topic import (
     CreateTopicRequestHeader,
     DataVersion,
     MessageQueue,
-    TopicConfigData,
     TopicConfigSerializeWrapper,
     TopicOffset,
     TopicRequestHeader,
@@ -151,18 +150,7 @@ class DeleteTopicInBrokerProcessor:
 
 def encode_topic_table(table: dict[str, TopicConfig], version: DataVersion) -> bytes:
     """The topic table as `TopicConfigSerializeWrapper` JSON."""
-    data = {
-        name: TopicConfigData(
-            t.topic_name,
-            t.read_queue_nums,
-            t.write_queue_nums,
-            t.perm,
-            t.topic_filter_type,
-            t.topic_sys_flag,
-            t.order,
-        )
-        for name, t in table.items()
-    }
+    data = {name: t.data() for name, t in table.items()}
     return TopicConfigSerializeWrapper(data, version).to_json()
 
 

@@ -31,6 +31,7 @@ says how many it left out (`"omitted": n`). Nothing here reads the ACL table.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any, Final
 
@@ -123,15 +124,7 @@ def topic_stats(
         "messages": sum(q.max_offset - q.min_offset for q in queues),
         "max_offset_total": sum(q.max_offset for q in queues),
         "send_tps": round(figures.send_tps(broker, (topic,), RATE_WINDOW_S), 2),
-        "queues": [
-            {
-                "queue_id": q.queue_id,
-                "min_offset": q.min_offset,
-                "max_offset": q.max_offset,
-                "last": q.last,
-            }
-            for q in shown
-        ],
+        "queues": [dataclasses.asdict(q) for q in shown],
         "queues_omitted": len(queues) - len(shown),
     }
 
@@ -188,17 +181,7 @@ def consume_stats(
         "consumer_offset_total": sum(row.consumer_offset for row in rows),
         "send_tps": round(figures.send_tps(broker, topics, RATE_WINDOW_S), 2),
         "consume_tps": round(figures.consume_tps(broker, group, topics, RATE_WINDOW_S), 2),
-        "queues": [
-            {
-                "topic": row.topic,
-                "queue_id": row.queue_id,
-                "broker_offset": row.broker_offset,
-                "consumer_offset": row.consumer_offset,
-                "lag": row.lag,
-                "last": row.last,
-            }
-            for row in shown
-        ],
+        "queues": [{**dataclasses.asdict(row), "lag": row.lag} for row in shown],
         "queues_omitted": len(rows) - len(shown),
     }
 

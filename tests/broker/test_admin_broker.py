@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 import trio
 
-from broker.admin.state import RuntimeStats
+from broker.admin.state import KEY_WINDOW_S, RuntimeStats
 from broker.admin_client import AdminClient, open_admin
 from broker.client import Message, SendError, open_producer
 from broker.pull_client import open_pull_consumer
@@ -89,6 +89,32 @@ def test_tps_windows_from_samples() -> None:
     assert stats.tps(lambda s: s.get_found + s.get_miss) == "2.0  "
     assert stats.tps(lambda s: s.transferred) == "2.0  "
     assert stats.total_tps(10) == 2.0
+
+
+def test_topic_and_group_rates_from_the_same_samples() -> None:
+    now = [0.0]
+    sent: dict[str, int] = {}
+    consumed: dict[str, int] = {}
+    stats = RuntimeStats(topic_puts=lambda: sent, consumed=lambda: consumed, clock=lambda: now[0])
+    assert (stats.topic_tps("T"), stats.consume_tps("T@g")) == (0.0, 0.0)  # no sample yet
+    for second in range(KEY_WINDOW_S + 5):
+        now[0] = float(second)
+        sent["T"] = 30 * second  # 30 a second, all along
+        consumed["T@g"] = 10 * min(second, 20)  # 10 a second, then none after 20 s
+        stats.sample()
+    now[0] += 0.5  # half a second after the last sample, 60 more sent since it
+    sent["T"] += 60
+    # the 10 s window opens at the sample 9.5 s back; the count now closes it
+    assert stats.topic_tps("T", 10) == (30 * 9 + 60) / 9.5
+    assert stats.consume_tps("T@g", 10) == 0.0
+    # a minute back the group still consumed: 10 a second for the first 15.5 s of it
+    assert stats.consume_tps("T@g") == 10 * (20 - 5) / 59.5
+    assert stats.topic_tps("Unknown") == 0.0
+    # a sample just taken does not make a spike: a second at least
+    fresh = RuntimeStats(topic_puts=lambda: sent, clock=lambda: now[0])
+    fresh.sample()
+    sent["T"] += 5
+    assert fresh.topic_tps("T") == 5.0
 
 
 async def test_broker_config_lists_keys_but_no_secret(
