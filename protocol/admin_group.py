@@ -178,6 +178,9 @@ class SubscriptionGroupWrapper:
         return cls(groups, {k: version.long(k) for k, _ in version.entries()})
 
 
+_NOT_A_QUEUE: Final = "is a map key that is not a MessageQueue object"
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class MessageQueue:
     topic: str
@@ -198,9 +201,16 @@ class MessageQueue:
 
     @classmethod
     def from_key(cls, table: JsonObject, key: object) -> MessageQueue:
-        """A map key that must be a `MessageQueue` object."""
+        """A map key written as a MessageQueue object (fastjson), or as its JSON text (a
+        standard-JSON writer stringifies the key)."""
+        if isinstance(key, str):
+            text = key
+            try:
+                key = ObjectKey.of(loads(text))
+            except (FastjsonError, AttributeError, TypeError):
+                raise table.error(text[:64], _NOT_A_QUEUE) from None
         if not isinstance(key, ObjectKey):
-            raise table.error(str(key), "is a map key that is not a MessageQueue object")
+            raise table.error(str(key)[:64], _NOT_A_QUEUE)
         return cls.read(JsonObject(key.fields, table.what, table.field("<key>")))
 
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ._json_body import JsonObject
+from .admin_group import MessageQueue
 from .consumer_headers import _ExtFieldsHeader
 from .errors import HeaderFieldError
-from .fastjson import FastjsonError, ObjectKey, dumps, loads
+from .fastjson import FastjsonError, dumps, loads
 
 TOPIC_FILTER_TYPES: Final = ("SINGLE_TAG", "MULTI_TAG")
 
@@ -169,34 +170,6 @@ class TopicConfigSerializeWrapper:
         return cls(topics, DataVersion.read(d.child("dataVersion")))
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class MessageQueue:
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def to_key(self) -> ObjectKey:
-        return ObjectKey.of(
-            {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
-        )
-
-    @classmethod
-    def from_key(cls, key: object, path: str) -> MessageQueue:
-        """A map key written as a MessageQueue object (fastjson), or its JSON text (a
-        standard-JSON writer stringifies the key)."""
-        if isinstance(key, str):
-            text = key
-            try:
-                key = ObjectKey.of(loads(text))
-            except (FastjsonError, AttributeError, TypeError):
-                problem = f"{path} key {text[:64]!r} is no MessageQueue"
-                raise HeaderFieldError("body", problem) from None
-        if not isinstance(key, ObjectKey):
-            raise HeaderFieldError("body", f"{path} key {key!r} is no MessageQueue")
-        d = JsonObject(key.fields, "message queue", path)
-        return cls(d.text("topic"), d.text("brokerName"), d.int32("queueId"))
-
-
 @dataclass(frozen=True, slots=True)
 class TopicOffset:
     min_offset: int
@@ -218,7 +191,7 @@ class TopicStatsTable:
     offset_table: dict[MessageQueue, TopicOffset]
 
     def to_json(self) -> bytes:
-        table = {mq.to_key(): offset.to_dict() for mq, offset in self.offset_table.items()}
+        table = {mq.key(): offset.to_dict() for mq, offset in self.offset_table.items()}
         return dumps({"offsetTable": table}).encode()
 
     @classmethod
@@ -227,7 +200,7 @@ class TopicStatsTable:
         table = d.child("offsetTable")
         result: dict[MessageQueue, TopicOffset] = {}
         for key, value in table.entries():
-            mq = MessageQueue.from_key(key, "offsetTable")
+            mq = MessageQueue.from_key(table, key)
             item = table.object_value(f"{mq.broker_name}/{mq.topic}/{mq.queue_id}", value)
             result[mq] = TopicOffset(
                 item.long("minOffset", 0),
