@@ -330,9 +330,7 @@ class BrokerMetrics:
 
     def stored_messages(self) -> int:
         """Messages stored so far: puts answered with a status that stored them."""
-        with self._puts._keys_lock:
-            puts = list(self._puts.puts.items())
-        return sum(counts[0] for (_topic, status), counts in puts if status in STORED_STATUSES)
+        return sum(self.stored_by_topic().values())
 
     def stored_by_topic(self) -> dict[str, int]:
         """Messages stored so far in each topic (the send rate's count)."""

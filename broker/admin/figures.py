@@ -3,7 +3,8 @@
 GET_TOPIC_STATS_INFO (202) and the dashboard's topic documents read a topic's queues through
 `topic_queues`; GET_CONSUME_STATS (208) and the dashboard's group documents read a group's
 queues through `group_topics` and `group_queues`; the rates come from the admin state's
-sampler (`broker.admin.state.RuntimeStats`) through `consume_tps` and `send_tps`. The admin
+sampler (`RuntimeStats.key_rates`, taken once per answer or document) through `consume_tps`
+and `send_tps`. The admin
 processors encode the figures in 4.9's bodies, the dashboard in its JSON.
 
 A store time costs two file reads (the consume-queue unit, then the record), so the offsets
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.admin.state import KEY_WINDOW_S
+from broker.admin.state import KeyRates
 from broker.topic_config import TopicConfig
 
 if TYPE_CHECKING:
@@ -126,15 +127,11 @@ def read_consumed_times(broker: BrokerContext, rows: Iterable[GroupQueue]) -> No
             row.last = max(0, at or 0)
 
 
-def consume_tps(
-    broker: BrokerContext, group: str, topics: Iterable[str], window: float = KEY_WINDOW_S
-) -> float:
+def consume_tps(broker: BrokerContext, rates: KeyRates, group: str, topics: Iterable[str]) -> float:
     """Messages per second `group` consumed of `topics` (its committed offsets' advance)."""
-    stats = broker.admin.stats
-    return sum(stats.consume_tps(broker.offsets.key(topic, group), window) for topic in topics)
+    return sum(rates.consume_tps(broker.offsets.key(topic, group)) for topic in topics)
 
 
-def send_tps(broker: BrokerContext, topics: Iterable[str], window: float = KEY_WINDOW_S) -> float:
+def send_tps(rates: KeyRates, topics: Iterable[str]) -> float:
     """Messages per second stored in `topics`."""
-    stats = broker.admin.stats
-    return sum(stats.topic_tps(topic, window) for topic in topics)
+    return sum(rates.topic_tps(topic) for topic in topics)

@@ -122,7 +122,8 @@ def consume_stats(ctx: RequestContext, group: str, topic: str | None = None) -> 
         )
         for row in rows
     }
-    return ConsumeStats(offsets, figures.consume_tps(broker, group, topics)).encode()
+    rates = broker.admin.stats.key_rates()  # 4.9's consumeTps is a per-minute figure
+    return ConsumeStats(offsets, figures.consume_tps(broker, rates, group, topics)).encode()
 
 
 class GetAllConsumerOffsetProcessor:

@@ -56,6 +56,25 @@ class KeySample:
     consumed: dict[str, int]  # `topic@group` -> messages consumed
 
 
+@dataclass(frozen=True, slots=True)
+class KeyRates:
+    """Per-key rates from the sample that opens a window (`first`) to the counts now, over
+    at least a sample interval; 0.0 for every key before any sample."""
+
+    topic_puts: Mapping[str, int]
+    consumed: Mapping[str, int]
+    first: KeySample
+    elapsed: float
+
+    def topic_tps(self, topic: str) -> float:
+        then = self.first.topic_puts.get(topic, 0)
+        return max(0, self.topic_puts.get(topic, 0) - then) / self.elapsed
+
+    def consume_tps(self, key: str) -> float:
+        then = self.first.consumed.get(key, 0)
+        return max(0, self.consumed.get(key, 0) - then) / self.elapsed
+
+
 class RuntimeStats:
     """Get counts (the pull path adds to them) and the samples TPS figures come from."""
 
@@ -120,29 +139,23 @@ class RuntimeStats:
         elapsed = last.at - first.at
         return repr(round((pick(last) - pick(first)) / elapsed, 2)) if elapsed > 0 else "0.0"
 
-    def topic_tps(self, topic: str, window: float = KEY_WINDOW_S) -> float:
-        """Messages stored per second in `topic` over the last `window` seconds."""
-        return self._key_rate(self.topic_puts(), lambda s: s.topic_puts, topic, window)
-
-    def consume_tps(self, key: str, window: float = KEY_WINDOW_S) -> float:
-        """Messages consumed per second of `key` (`topic@group`) over the last `window` s."""
-        return self._key_rate(self.consumed(), lambda s: s.consumed, key, window)
-
-    def _key_rate(
-        self,
-        now_counts: Mapping[str, int],
-        pick: Callable[[KeySample], Mapping[str, int]],
-        key: str,
-        window: float,
-    ) -> float:
-        """From the oldest sample within the last `window` seconds to the count now (over at
-        least a sample interval); 0.0 before any sample."""
+    def key_rates(self, window: float = KEY_WINDOW_S) -> KeyRates:
+        """The per-key rates over the last `window` seconds, as of now: take them once and
+        read them for many keys (each read of the counts copies a table)."""
         now = self._clock()
         first = next((s for s in self.key_samples if s.at >= now - window), None)
         if first is None:
-            return 0.0
+            return KeyRates({}, {}, KeySample(now, {}, {}), SAMPLE_INTERVAL_S)
         elapsed = max(now - first.at, SAMPLE_INTERVAL_S)  # a just-taken sample: no spike
-        return max(0, now_counts.get(key, 0) - pick(first).get(key, 0)) / elapsed
+        return KeyRates(self.topic_puts(), self.consumed(), first, elapsed)
+
+    def topic_tps(self, topic: str, window: float = KEY_WINDOW_S) -> float:
+        """Messages stored per second in `topic` over the last `window` seconds."""
+        return self.key_rates(window).topic_tps(topic)
+
+    def consume_tps(self, key: str, window: float = KEY_WINDOW_S) -> float:
+        """Messages consumed per second of `key` (`topic@group`) over the last `window` s."""
+        return self.key_rates(window).consume_tps(key)
 
     def total_tps(self, window: int) -> float:
         """Found plus missed pulls per second over the last `window` samples (0 if too few)."""

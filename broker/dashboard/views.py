@@ -31,12 +31,14 @@ says how many it left out (`"omitted": n`). Nothing here reads the ACL table.
 
 from __future__ import annotations
 
-import dataclasses
 import time
+from dataclasses import fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from broker import __version__
 from broker.admin import figures
+from broker.admin.state import KeyRates
 from broker.admin.topics import is_system_topic
 from broker.metrics import RUNNING_FLAG_BITS
 from broker.topic_config import (
@@ -77,6 +79,26 @@ def _is_system(broker: BrokerContext, topic: str) -> bool:
     return is_system_topic(broker.config, topic) or topic.startswith(SYSTEM_PREFIXES)
 
 
+def _rates(broker: BrokerContext) -> KeyRates:
+    """The sampler's rates over the page's window, taken once per document."""
+    return broker.admin.stats.key_rates(RATE_WINDOW_S)
+
+
+def _reader(kind: type) -> tuple[tuple[str, ...], attrgetter[Any]]:
+    keys = tuple(field.name for field in fields(kind))
+    return keys, attrgetter(*keys)
+
+
+_TOPIC_QUEUE: Final = _reader(figures.TopicQueue)
+_GROUP_QUEUE: Final = _reader(figures.GroupQueue)
+
+
+def _row(row: figures.TopicQueue | figures.GroupQueue) -> Json:
+    """A queue's figures under their own names (`dataclasses.asdict` copies deep: slow)."""
+    keys, read = _TOPIC_QUEUE if isinstance(row, figures.TopicQueue) else _GROUP_QUEUE
+    return dict(zip(keys, read(row), strict=True))
+
+
 def _capped(items: list[Json], limit: int) -> tuple[list[Json], int]:
     return items[:limit], max(0, len(items) - limit)
 
@@ -106,7 +128,12 @@ def broker_status(server: BrokerServer) -> Json:
 
 
 def topic_stats(
-    broker: BrokerContext, topic: str, queue_limit: int | None = None, *, times: bool = True
+    broker: BrokerContext,
+    topic: str,
+    queue_limit: int | None = None,
+    *,
+    times: bool = True,
+    rates: KeyRates | None = None,
 ) -> Json | None:
     """One topic's queues as GET_TOPIC_STATS_INFO counts them (`figures.topic_queues`: its
     write queues' min and max offset, the store time of the last message, 0 when empty) and
@@ -123,8 +150,8 @@ def topic_stats(
         **_topic_config(broker, config),
         "messages": sum(q.max_offset - q.min_offset for q in queues),
         "max_offset_total": sum(q.max_offset for q in queues),
-        "send_tps": round(figures.send_tps(broker, (topic,), RATE_WINDOW_S), 2),
-        "queues": [dataclasses.asdict(q) for q in shown],
+        "send_tps": round(figures.send_tps(rates or _rates(broker), (topic,)), 2),
+        "queues": [_row(q) for q in shown],
         "queues_omitted": len(queues) - len(shown),
     }
 
@@ -144,10 +171,11 @@ def topic_list(broker: BrokerContext) -> Json:
     """Every topic (user topics first, then by name), each as `topic_stats` has it."""
     names = sorted(broker.topics.topics(), key=lambda name: (_is_system(broker, name), name))
     shown = names[:MAX_TOPICS]
+    rates = _rates(broker)
     topics = [
         stats
         for name in shown
-        if (stats := topic_stats(broker, name, MAX_QUEUES, times=False)) is not None
+        if (stats := topic_stats(broker, name, MAX_QUEUES, times=False, rates=rates)) is not None
     ]
     return {
         "now_ms": _now_ms(),
@@ -158,7 +186,12 @@ def topic_list(broker: BrokerContext) -> Json:
 
 
 def consume_stats(
-    broker: BrokerContext, group: str, queue_limit: int | None = None, *, times: bool = True
+    broker: BrokerContext,
+    group: str,
+    queue_limit: int | None = None,
+    *,
+    times: bool = True,
+    rates: KeyRates | None = None,
 ) -> Json:
     """`group`'s progress as GET_CONSUME_STATS counts it (`figures.group_queues`: per readable
     queue of each of its topics the broker offset, the consumer offset, the store time of the
@@ -166,6 +199,7 @@ def consume_stats(
     committed in yet; `lag` is the offsets' difference. Its send rate (of its topics) and
     consume rate. With `queue_limit`, only that many queues are listed (and read for their
     time); the totals count them all. `times=False` reads no time (0)."""
+    rates = rates or _rates(broker)
     topics = figures.group_topics(broker, group, uncommitted=True)
     rows = figures.group_queues(broker, group, topics)
     shown = rows if queue_limit is None else rows[:queue_limit]
@@ -179,9 +213,9 @@ def consume_stats(
         "lag": sum(row.lag for row in rows),
         "broker_offset_total": sum(row.broker_offset for row in rows),
         "consumer_offset_total": sum(row.consumer_offset for row in rows),
-        "send_tps": round(figures.send_tps(broker, topics, RATE_WINDOW_S), 2),
-        "consume_tps": round(figures.consume_tps(broker, group, topics, RATE_WINDOW_S), 2),
-        "queues": [{**dataclasses.asdict(row), "lag": row.lag} for row in shown],
+        "send_tps": round(figures.send_tps(rates, topics), 2),
+        "consume_tps": round(figures.consume_tps(broker, rates, group, topics), 2),
+        "queues": [{**_row(row), "lag": row.lag} for row in shown],
         "queues_omitted": len(rows) - len(shown),
     }
 
@@ -195,9 +229,10 @@ def group_list(broker: BrokerContext) -> Json:
     no queue listed (`group_detail` lists them for one group)."""
     names = _group_names(broker)
     shown = names[:MAX_GROUPS]
+    rates = _rates(broker)
     return {
         "now_ms": _now_ms(),
-        "groups": [consume_stats(broker, name, 0, times=False) for name in shown],
+        "groups": [consume_stats(broker, name, 0, times=False, rates=rates) for name in shown],
         "omitted": len(names) - len(shown),
         "limit": MAX_GROUPS,
     }
