@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ._json_body import JsonObject
-from .admin_group import MessageQueue
+from .admin_group import MessageQueue as _MessageQueue
 from .consumer_headers import _ExtFieldsHeader
 from .errors import HeaderFieldError
 from .fastjson import FastjsonError, dumps, loads
 
 TOPIC_FILTER_TYPES: Final = ("SINGLE_TAG", "MULTI_TAG")
+#: the topic-stats body's map key: the consume-stats body's class, one for both
+MessageQueue = _MessageQueue
 
 
 @dataclass(frozen=True, slots=True)
