@@ -18,14 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ._json_body import JsonObject
-from .admin_group import MessageQueue as _MessageQueue
 from .consumer_headers import _ExtFieldsHeader
 from .errors import HeaderFieldError
-from .fastjson import FastjsonError, dumps, loads
+from .fastjson import FastjsonError, ObjectKey, dumps, loads
 
 TOPIC_FILTER_TYPES: Final = ("SINGLE_TAG", "MULTI_TAG")
-#: the topic-stats body's map key: the consume-stats body's class, one for both
-MessageQueue = _MessageQueue
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +167,42 @@ class TopicConfigSerializeWrapper:
             for name, value in table.entries()
         }
         return cls(topics, DataVersion.read(d.child("dataVersion")))
+
+
+_NOT_A_QUEUE: Final = "is a map key that is not a MessageQueue object"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageQueue:
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def key(self) -> ObjectKey:
+        return ObjectKey.of(
+            {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return self.key().fields
+
+    @classmethod
+    def read(cls, d: JsonObject) -> MessageQueue:
+        return cls(d.text("topic"), d.text("brokerName"), d.int32("queueId"))
+
+    @classmethod
+    def from_key(cls, table: JsonObject, key: object) -> MessageQueue:
+        """A map key written as a MessageQueue object (fastjson), or as its JSON text (a
+        standard-JSON writer stringifies the key)."""
+        if isinstance(key, str):
+            text = key
+            try:
+                key = ObjectKey.of(loads(text))
+            except (FastjsonError, AttributeError, TypeError):
+                raise table.error(text[:64], _NOT_A_QUEUE) from None
+        if not isinstance(key, ObjectKey):
+            raise table.error(str(key)[:64], _NOT_A_QUEUE)
+        return cls.read(JsonObject(key.fields, table.what, table.field("<key>")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,11 +34,11 @@ from broker.topic_config import (
     TopicConfig,
 )
 from protocol import names
-from protocol.admin_group import MessageQueue
 from protocol.admin_topic import (
     TOPIC_FILTER_TYPES,
     CreateTopicRequestHeader,
     DataVersion,
+    MessageQueue,
     TopicConfigSerializeWrapper,
     TopicOffset,
     TopicRequestHeader,

@@ -13,7 +13,7 @@ import trio
 from broker.admin_client import AdminClient, open_admin
 from broker.client import Message, SendError, open_producer
 from broker.pull_client import open_pull_consumer
-from protocol.admin_group import MessageQueue
+from protocol.admin_topic import MessageQueue
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from tests.conftest import RunningBroker, make_config, start_broker

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.admin_group import MessageQueue
 from protocol.admin_topic import (
     DataVersion,
     KVTable,
+    MessageQueue,
     TopicConfigData,
     TopicConfigSerializeWrapper,
     TopicList,
