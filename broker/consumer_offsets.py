@@ -93,6 +93,7 @@ class ConsumerOffsetManager:
         keys = [self.key(topic, group) for topic in self.topics_of(group)]
         for key in keys:
             del self._table[key]
+            self.consumed.pop(key, None)
         self._dirty = self._dirty or bool(keys)
         return len(keys)
 

@@ -14,6 +14,7 @@ import trio
 from broker.admin.state import KEY_WINDOW_S, RuntimeStats
 from broker.admin_client import AdminClient, open_admin
 from broker.client import Message, SendError, open_producer
+from broker.consumer_offsets import ConsumerOffsetManager
 from broker.pull_client import open_pull_consumer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -115,6 +116,19 @@ def test_topic_and_group_rates_from_the_same_samples() -> None:
     fresh.sample()
     sent["T"] += 5
     assert fresh.topic_tps("T") == 5.0
+
+
+def test_consumed_counts_are_commits_advance() -> None:
+    offsets = ConsumerOffsetManager(None)
+    offsets.commit("g", "T", 0, 3)  # a first commit: where the group starts, not consumption
+    offsets.commit("g", "T", 0, 8)
+    offsets.commit("g", "T", 1, 0)
+    offsets.commit("g", "T", 1, 2)
+    offsets.commit("g", "T", 0, 4)  # an explicit commit backwards (a reset) counts nothing
+    offsets.set_offsets("g", "T", {0: 20})
+    assert offsets.consumed == {"T@g": 7}
+    offsets.remove_group("g")
+    assert offsets.consumed == {}
 
 
 async def test_broker_config_lists_keys_but_no_secret(
