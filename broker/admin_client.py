@@ -114,21 +114,17 @@ class AdminClient:
 
     async def wipe_write_perm(self, broker_name: str) -> int:
         """WIPE_WRITE_PERM_OF_BROKER: the number of topics made read-only."""
-        response = await self._call(
-            RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": broker_name}
-        )
-        return WipeWritePermOfBrokerResponseHeader.from_ext_fields(
-            response.ext_fields
-        ).wipe_topic_count
+        fields = await self._write_perm(RequestCode.WIPE_WRITE_PERM_OF_BROKER, broker_name)
+        return WipeWritePermOfBrokerResponseHeader.from_ext_fields(fields).wipe_topic_count
 
     async def add_write_perm(self, broker_name: str) -> int:
         """ADD_WRITE_PERM_OF_BROKER: the number of topics made writable again."""
-        response = await self._call(
-            RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": broker_name}
-        )
-        return AddWritePermOfBrokerResponseHeader.from_ext_fields(
-            response.ext_fields
-        ).add_topic_count
+        fields = await self._write_perm(RequestCode.ADD_WRITE_PERM_OF_BROKER, broker_name)
+        return AddWritePermOfBrokerResponseHeader.from_ext_fields(fields).add_topic_count
+
+    async def _write_perm(self, code: RequestCode, broker_name: str) -> dict[str, str]:
+        response = await self._call(code, {"brokerName": broker_name})
+        return response.ext_fields
 
     async def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: the broker's figures (versions, offsets, TPS, disk)."""

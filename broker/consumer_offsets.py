@@ -17,7 +17,6 @@ from typing import Final
 import structlog
 import trio
 
-from broker.consume_rate import ConsumeRates
 from broker.topic_config import write_json_atomically
 from store.errors import StoreLoadError
 
@@ -34,8 +33,9 @@ class ConsumerOffsetManager:
         self._dirty = False
         self._failing = False
         self._lock = trio.Lock()
-        #: how fast each `topic@group` advances (GET_CONSUME_STATS' consumeTps)
-        self.rates = ConsumeRates()
+        #: `topic@group` -> messages consumed since start (commits' advance; the admin
+        #: state's sampler turns it into GET_CONSUME_STATS' consumeTps)
+        self.consumed: dict[str, int] = {}
 
     def load(self) -> None:
         """Read the persisted table; a missing file is an empty table, a damaged one an error."""
@@ -72,8 +72,8 @@ class ConsumerOffsetManager:
         if old != offset:
             queues[queue_id] = offset
             self._dirty = True
-            if old is not None:
-                self.rates.note(key, offset - old)
+            if old is not None and offset > old:
+                self.consumed[key] = self.consumed.get(key, 0) + offset - old
 
     def set_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
         """Set the group's offsets of `topic` (a reset: backwards allowed, no rate counted)."""
@@ -93,6 +93,7 @@ class ConsumerOffsetManager:
         keys = [self.key(topic, group) for topic in self.topics_of(group)]
         for key in keys:
             del self._table[key]
+            self.consumed.pop(key, None)
         self._dirty = self._dirty or bool(keys)
         return len(keys)
 

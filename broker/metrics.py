@@ -330,9 +330,17 @@ class BrokerMetrics:
 
     def stored_messages(self) -> int:
         """Messages stored so far: puts answered with a status that stored them."""
+        return sum(self.stored_by_topic().values())
+
+    def stored_by_topic(self) -> dict[str, int]:
+        """Messages stored so far in each topic (the send rate's count)."""
         with self._puts._keys_lock:
             puts = list(self._puts.puts.items())
-        return sum(counts[0] for (_topic, status), counts in puts if status in STORED_STATUSES)
+        stored: dict[str, int] = {}
+        for (topic, status_name), counts in puts:
+            if status_name in STORED_STATUSES:
+                stored[topic] = stored.get(topic, 0) + counts[0]
+        return stored
 
     def record_flush(self, latency_s: float) -> None:
         """Observe the duration of one flush of the commit log."""

@@ -4,7 +4,6 @@ the name-server port. A request code is answered by exactly one processor."""
 from __future__ import annotations
 
 from broker.admin import registry as admin_registry
-from broker.admin.group_table import group_processors
 from broker.processors import RequestProcessor
 from broker.processors.admin import DeleteExpiredCommitLogProcessor
 from broker.processors.consumer import (
@@ -68,6 +67,6 @@ def broker_processors() -> dict[int, RequestProcessor]:
         }
     )
     table.update(admin_registry.broker_admin_processors())
-    table.update(group_processors())
+    table.update(admin_registry.group_processors())
     table.update(namesrv_processors())
     return table

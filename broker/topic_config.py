@@ -35,6 +35,7 @@ import structlog
 import trio
 
 from protocol import names
+from protocol.admin_topic import TopicConfigData
 from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
 from store.mapped_file import make_dirs
@@ -144,16 +145,20 @@ class TopicConfig:
             f"order={str(self.order).lower()}]"
         )
 
+    def data(self) -> TopicConfigData:
+        """The config as the admin bodies carry it (4.9's `TopicConfig` JSON)."""
+        return TopicConfigData(
+            self.topic_name,
+            self.read_queue_nums,
+            self.write_queue_nums,
+            self.perm,
+            self.topic_filter_type,
+            self.topic_sys_flag,
+            self.order,
+        )
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "order": self.order,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicFilterType": self.topic_filter_type,
-            "topicName": self.topic_name,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
+        return self.data().to_dict()
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TopicConfig:

@@ -22,9 +22,10 @@ from typing import Any, Final
 
 from ._fields import INT64_MAX, INT64_MIN, parse_long
 from ._json_body import JsonObject
+from .admin_topic import MessageQueue as _MessageQueue
 from .consumer_headers import ClientId, Group, Long, _ExtFieldsHeader
 from .errors import HeaderFieldError
-from .fastjson import FastjsonError, ObjectKey, dumps, loads
+from .fastjson import FastjsonError, dumps, loads
 from .names import check_group_name
 from .route import SubscriptionData
 
@@ -178,30 +179,8 @@ class SubscriptionGroupWrapper:
         return cls(groups, {k: version.long(k) for k, _ in version.entries()})
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class MessageQueue:
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def key(self) -> ObjectKey:
-        return ObjectKey.of(
-            {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return self.key().fields
-
-    @classmethod
-    def read(cls, d: JsonObject) -> MessageQueue:
-        return cls(d.text("topic"), d.text("brokerName"), d.int32("queueId"))
-
-    @classmethod
-    def from_key(cls, table: JsonObject, key: object) -> MessageQueue:
-        """A map key that must be a `MessageQueue` object."""
-        if not isinstance(key, ObjectKey):
-            raise table.error(str(key), "is a map key that is not a MessageQueue object")
-        return cls.read(JsonObject(key.fields, table.what, table.field("<key>")))
+#: the consume-stats body's map key: the topic-stats body's class, one for both
+MessageQueue = _MessageQueue
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,32 +169,40 @@ class TopicConfigSerializeWrapper:
         return cls(topics, DataVersion.read(d.child("dataVersion")))
 
 
+_NOT_A_QUEUE: Final = "is a map key that is not a MessageQueue object"
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class MessageQueue:
     topic: str
     broker_name: str
     queue_id: int
 
-    def to_key(self) -> ObjectKey:
+    def key(self) -> ObjectKey:
         return ObjectKey.of(
             {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
         )
 
+    def to_json(self) -> dict[str, Any]:
+        return self.key().fields
+
     @classmethod
-    def from_key(cls, key: object, path: str) -> MessageQueue:
-        """A map key written as a MessageQueue object (fastjson), or its JSON text (a
+    def read(cls, d: JsonObject) -> MessageQueue:
+        return cls(d.text("topic"), d.text("brokerName"), d.int32("queueId"))
+
+    @classmethod
+    def from_key(cls, table: JsonObject, key: object) -> MessageQueue:
+        """A map key written as a MessageQueue object (fastjson), or as its JSON text (a
         standard-JSON writer stringifies the key)."""
         if isinstance(key, str):
             text = key
             try:
                 key = ObjectKey.of(loads(text))
             except (FastjsonError, AttributeError, TypeError):
-                problem = f"{path} key {text[:64]!r} is no MessageQueue"
-                raise HeaderFieldError("body", problem) from None
+                raise table.error(text[:64], _NOT_A_QUEUE) from None
         if not isinstance(key, ObjectKey):
-            raise HeaderFieldError("body", f"{path} key {key!r} is no MessageQueue")
-        d = JsonObject(key.fields, "message queue", path)
-        return cls(d.text("topic"), d.text("brokerName"), d.int32("queueId"))
+            raise table.error(str(key)[:64], _NOT_A_QUEUE)
+        return cls.read(JsonObject(key.fields, table.what, table.field("<key>")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +226,7 @@ class TopicStatsTable:
     offset_table: dict[MessageQueue, TopicOffset]
 
     def to_json(self) -> bytes:
-        table = {mq.to_key(): offset.to_dict() for mq, offset in self.offset_table.items()}
+        table = {mq.key(): offset.to_dict() for mq, offset in self.offset_table.items()}
         return dumps({"offsetTable": table}).encode()
 
     @classmethod
@@ -227,7 +235,7 @@ class TopicStatsTable:
         table = d.child("offsetTable")
         result: dict[MessageQueue, TopicOffset] = {}
         for key, value in table.entries():
-            mq = MessageQueue.from_key(key, "offsetTable")
+            mq = MessageQueue.from_key(table, key)
             item = table.object_value(f"{mq.broker_name}/{mq.topic}/{mq.queue_id}", value)
             result[mq] = TopicOffset(
                 item.long("minOffset", 0),

@@ -19,6 +19,7 @@ from typing import Final
 
 import structlog
 
+from broker.admin import figures
 from broker.processors import RequestContext
 from broker.topic_config import check_group_topics
 from protocol.admin_group import (
@@ -111,31 +112,18 @@ class GetConsumeStatsProcessor:
 def consume_stats(ctx: RequestContext, group: str, topic: str | None = None) -> bytes:
     """The `ConsumeStats` body of `group` for `topic`, or for every topic it committed in."""
     broker = ctx.broker
-    topics = [topic] if topic and topic.strip() else broker.offsets.topics_of(group)
-    consume = broker.consume
-    offsets: dict[MessageQueue, OffsetWrapper] = {}
-    tps = 0.0
-    subscribed = broker.consumers.group_info(group)
-    for name in topics:
-        config = broker.topics.find(name)
-        if config is None:
-            continue
-        if (
-            subscribed is not None
-            and subscribed.subscriptions
-            and name not in (subscribed.subscriptions)
-        ):
-            continue  # online, and no longer subscribed to it (4.9 leaves it out too)
-        for queue_id in range(config.read_queue_nums):
-            end = consume.max_offset_in_queue(name, queue_id) if consume is not None else 0
-            committed = broker.offsets.query(group, name, queue_id) or 0
-            last = 0
-            if committed > 0 and consume is not None:
-                last = consume.store_timestamp_at(name, queue_id, committed - 1) or 0
-            mq = MessageQueue(name, broker.config.broker_name, queue_id)
-            offsets[mq] = OffsetWrapper(max(end, 0), max(committed, 0), max(last, 0))
-        tps += broker.offsets.rates.tps(broker.offsets.key(name, group))
-    return ConsumeStats(offsets, tps).encode()
+    topics = figures.group_topics(broker, group, topic)
+    rows = figures.group_queues(broker, group, topics)
+    figures.read_consumed_times(broker, rows)
+    broker_name = broker.config.broker_name
+    offsets = {
+        MessageQueue(row.topic, broker_name, row.queue_id): OffsetWrapper(
+            row.broker_offset, row.consumer_offset, row.last
+        )
+        for row in rows
+    }
+    rates = broker.admin.stats.key_rates()  # 4.9's consumeTps is a per-minute figure
+    return ConsumeStats(offsets, figures.consume_tps(broker, rates, group, topics)).encode()
 
 
 class GetAllConsumerOffsetProcessor:

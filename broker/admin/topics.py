@@ -19,6 +19,8 @@ from typing import Final
 import structlog
 import trio
 
+from broker.admin import figures
+from broker.config import BrokerConfig
 from broker.processors import RequestContext
 from broker.topic_config import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -37,7 +39,6 @@ from protocol.admin_topic import (
     CreateTopicRequestHeader,
     DataVersion,
     MessageQueue,
-    TopicConfigData,
     TopicConfigSerializeWrapper,
     TopicOffset,
     TopicRequestHeader,
@@ -61,14 +62,18 @@ SYSTEM_TOPICS: Final = NOT_ALLOWED_SEND_TOPICS | {
 }
 
 
+def is_system_topic(config: BrokerConfig, topic: str) -> bool:
+    """`TopicValidator.isSystemTopic`, with the topics a 4.9 broker adds to the system set."""
+    cluster = config.broker_cluster_name
+    own = {cluster, config.broker_name, f"{cluster}_{REPLY_TOPIC_POSTFIX}"}
+    return topic in SYSTEM_TOPICS or topic in own or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
 def check_admin_topic(ctx: RequestContext, topic: str) -> None:
     """`TopicValidator.validateTopic` and `isSystemTopic`, with the topics a 4.9 broker adds
     to the system set (its cluster, its broker name, the reply topic)."""
     names.check_topic_name("topic", topic)
-    config = ctx.broker.config
-    cluster = config.broker_cluster_name
-    own = {cluster, config.broker_name, f"{cluster}_{REPLY_TOPIC_POSTFIX}"}
-    if topic in SYSTEM_TOPICS or topic in own or topic.startswith(SYSTEM_TOPIC_PREFIX):
+    if is_system_topic(ctx.broker.config, topic):
         raise HeaderFieldError("topic", f"The topic[{topic}] is conflict with system topic.")
 
 
@@ -145,18 +150,7 @@ class DeleteTopicInBrokerProcessor:
 
 def encode_topic_table(table: dict[str, TopicConfig], version: DataVersion) -> bytes:
     """The topic table as `TopicConfigSerializeWrapper` JSON."""
-    data = {
-        name: TopicConfigData(
-            t.topic_name,
-            t.read_queue_nums,
-            t.write_queue_nums,
-            t.perm,
-            t.topic_filter_type,
-            t.topic_sys_flag,
-            t.order,
-        )
-        for name, t in table.items()
-    }
+    data = {name: t.data() for name, t in table.items()}
     return TopicConfigSerializeWrapper(data, version).to_json()
 
 
@@ -173,19 +167,18 @@ class GetAllTopicConfigProcessor:
 
 def topic_stats(ctx: RequestContext, topic: TopicConfig) -> TopicStatsTable:
     """Per write queue: min and max logical offset, store time of the last message (0: none)."""
-    consume = ctx.broker.consume
-    broker_name = ctx.broker.config.broker_name
-    table: dict[MessageQueue, TopicOffset] = {}
-    name = topic.topic_name
-    for queue_id in range(topic.write_queue_nums):
-        low = high = last = 0
-        if consume is not None:
-            low = max(0, consume.min_offset_in_queue(name, queue_id))
-            high = max(0, consume.max_offset_in_queue(name, queue_id))
-            if high > 0:
-                last = consume.store_timestamp_at(name, queue_id, high - 1) or 0
-        table[MessageQueue(name, broker_name, queue_id)] = TopicOffset(low, high, last)
-    return TopicStatsTable(table)
+    broker = ctx.broker
+    queues = figures.topic_queues(broker, topic)
+    figures.read_topic_times(broker, topic.topic_name, queues)
+    broker_name = broker.config.broker_name
+    return TopicStatsTable(
+        {
+            MessageQueue(topic.topic_name, broker_name, q.queue_id): TopicOffset(
+                q.min_offset, q.max_offset, q.last
+            )
+            for q in queues
+        }
+    )
 
 
 class GetTopicStatsInfoProcessor:

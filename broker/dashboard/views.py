@@ -15,14 +15,14 @@ loop bridge. They read, never change, and return plain JSON-ready dicts:
 | `connection_list(server)` | `/api/connections.json` | open connections, client tables |
 | `store_status(broker)` | `/api/store.json` | the store's offsets, segments, flags |
 
-`topic_stats` answers what 4.9's GET_TOPIC_STATS_INFO answers per queue (min offset, max
-offset, store time of the last message) and `consume_stats` what GET_CONSUME_STATS answers
-(broker offset, consumer offset, store time of the last consumed message), so the admin
-processors can share them (called without `queue_limit`, they list every queue with its
-time, as the admin bodies do). Rates are not computed here: each document carries cumulative
-offsets and `now_ms`, and the page divides the difference of two polls by their interval.
-A store time costs two file reads (the consume-queue unit, then the record): the lists read
-none, `group_detail` reads them for the one group the page shows.
+`topic_stats` and `consume_stats` turn the admin requests' own figures (`broker.admin.figures`:
+what GET_TOPIC_STATS_INFO and GET_CONSUME_STATS answer per queue) into JSON; called without
+`queue_limit` they list every queue with its time, as the admin bodies do. The rates
+(`send_tps` of a topic and of a group's topics, a group's `consume_tps`) are the admin state's
+sampler's, over the last `RATE_WINDOW_S` seconds. A store time costs two file reads (the
+consume-queue unit, then the record): the lists read none, `group_detail` reads them for the
+one group the page shows. `broker_status` shows the permission the broker has now
+(WIPE_WRITE_PERM_OF_BROKER takes WRITE off it), not the configured one.
 
 Output is bounded so the page can poll every 2 s: at most `MAX_TOPICS` topics, `MAX_GROUPS`
 groups, `MAX_QUEUES` queues per topic or group and `MAX_CONNECTIONS` connections; a capped list
@@ -32,18 +32,19 @@ says how many it left out (`"omitted": n`). Nothing here reads the ACL table.
 from __future__ import annotations
 
 import time
+from dataclasses import fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from broker import __version__
+from broker.admin import figures
+from broker.admin.state import KeyRates
+from broker.admin.topics import is_system_topic
 from broker.metrics import RUNNING_FLAG_BITS
 from broker.topic_config import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    BENCHMARK_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
-    NOT_ALLOWED_SEND_TOPICS,
     PERM_READ,
     PERM_WRITE,
-    REPLY_TOPIC_POSTFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     TopicConfig,
 )
@@ -57,7 +58,9 @@ MAX_TOPICS: Final = 100
 MAX_GROUPS: Final = 50
 MAX_QUEUES: Final = 64
 MAX_CONNECTIONS: Final = 200
-SYSTEM_PREFIXES: Final = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, "RMQ_SYS_", "rmq_sys_")
+SYSTEM_PREFIXES: Final = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, "RMQ_SYS_")
+#: the window of the rates the page shows (the admin state's sampler measures them)
+RATE_WINDOW_S: Final = 10
 
 Json = dict[str, Any]
 
@@ -70,27 +73,33 @@ def _perm_text(perm: int) -> str:
     return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
 
 
-def _system_topics(broker: BrokerContext) -> set[str]:
-    """Topics the broker keeps for itself: templates, schedule, transactions, the cluster's and
-    the broker's own (4.9's TopicValidator system topics); retries and DLQs by prefix."""
-    config = broker.config
-    return {
-        *NOT_ALLOWED_SEND_TOPICS,
-        AUTO_CREATE_TOPIC_KEY_TOPIC,
-        BENCHMARK_TOPIC,
-        config.broker_cluster_name,
-        config.broker_name,
-        f"{config.broker_cluster_name}_{REPLY_TOPIC_POSTFIX}",
-    }
+def _is_system(broker: BrokerContext, topic: str) -> bool:
+    """A topic the broker keeps for itself (the admin requests' system set), a retry or
+    dead-letter topic."""
+    return is_system_topic(broker.config, topic) or topic.startswith(SYSTEM_PREFIXES)
 
 
-def _is_system(topic: str, system: set[str]) -> bool:
-    return topic in system or topic.startswith(SYSTEM_PREFIXES)
+def _rates(broker: BrokerContext) -> KeyRates:
+    """The sampler's rates over the page's window, taken once per document."""
+    return broker.admin.stats.key_rates(RATE_WINDOW_S)
 
 
-def _capped(items: list[Json], limit: int | None) -> tuple[list[Json], int]:
-    if limit is None:
-        return items, 0
+def _reader(kind: type) -> tuple[tuple[str, ...], attrgetter[Any]]:
+    keys = tuple(field.name for field in fields(kind))
+    return keys, attrgetter(*keys)
+
+
+_TOPIC_QUEUE: Final = _reader(figures.TopicQueue)
+_GROUP_QUEUE: Final = _reader(figures.GroupQueue)
+
+
+def _row(row: figures.TopicQueue | figures.GroupQueue) -> Json:
+    """A queue's figures under their own names (`dataclasses.asdict` copies deep: slow)."""
+    keys, read = _TOPIC_QUEUE if isinstance(row, figures.TopicQueue) else _GROUP_QUEUE
+    return dict(zip(keys, read(row), strict=True))
+
+
+def _capped(items: list[Json], limit: int) -> tuple[list[Json], int]:
     return items[:limit], max(0, len(items) - limit)
 
 
@@ -108,7 +117,7 @@ def broker_status(server: BrokerServer) -> Json:
         "namesrv_listen": [f"{host}:{port}" for host, port in server.namesrv_addresses],
         "role": config.store.broker_role.name,
         "flush_disk_type": config.store.flush_disk_type.name,
-        "permission": _perm_text(config.broker_permission),
+        "permission": _perm_text(broker.admin.broker_permission(config.broker_permission)),
         "acl_enable": config.acl_enable,
         "topics": len(broker.topics.topics()),
         "consumer_groups": broker.consumers.group_count,
@@ -119,55 +128,54 @@ def broker_status(server: BrokerServer) -> Json:
 
 
 def topic_stats(
-    broker: BrokerContext, topic: str, queue_limit: int | None = None, *, times: bool = True
+    broker: BrokerContext,
+    topic: str,
+    queue_limit: int | None = None,
+    *,
+    times: bool = True,
+    rates: KeyRates | None = None,
 ) -> Json | None:
-    """One topic's queues as GET_TOPIC_STATS_INFO counts them (its write queues): min and max
-    logical offset and the store time of the last message (0 when empty); None if unknown.
-    With `queue_limit`, only that many queues are listed (and read for their time); the
-    totals count them all. `times=False` reads no time (0): a time is a read of two files."""
+    """One topic's queues as GET_TOPIC_STATS_INFO counts them (`figures.topic_queues`: its
+    write queues' min and max offset, the store time of the last message, 0 when empty) and
+    its send rate; None if unknown. With `queue_limit`, only that many queues are listed (and
+    read for their time); the totals count them all. `times=False` reads no time (0)."""
     config = broker.topics.find(topic)
     if config is None:
         return None
-    consume = broker.consume
-    queues: list[Json] = []
-    for queue_id in range(config.write_queue_nums):
-        low = max(0, consume.min_offset_in_queue(topic, queue_id)) if consume else 0
-        high = consume.max_offset_in_queue(topic, queue_id) if consume else 0
-        queues.append({"queue_id": queue_id, "min_offset": low, "max_offset": high, "last": 0})
-    shown, omitted = _capped(queues, queue_limit)
-    for queue in shown if times else ():
-        if consume is not None and queue["max_offset"] > 0:
-            offset = queue["max_offset"] - 1
-            queue["last"] = consume.store_timestamp_at(topic, queue["queue_id"], offset) or 0
+    queues = figures.topic_queues(broker, config)
+    shown = queues if queue_limit is None else queues[:queue_limit]
+    if times:
+        figures.read_topic_times(broker, topic, shown)
     return {
-        **_topic_config(config, _system_topics(broker)),
-        "messages": sum(q["max_offset"] - q["min_offset"] for q in queues),
-        "max_offset_total": sum(q["max_offset"] for q in queues),
-        "queues": shown,
-        "queues_omitted": omitted,
+        **_topic_config(broker, config),
+        "messages": sum(q.max_offset - q.min_offset for q in queues),
+        "max_offset_total": sum(q.max_offset for q in queues),
+        "send_tps": round(figures.send_tps(rates or _rates(broker), (topic,)), 2),
+        "queues": [_row(q) for q in shown],
+        "queues_omitted": len(queues) - len(shown),
     }
 
 
-def _topic_config(config: TopicConfig, system: set[str]) -> Json:
+def _topic_config(broker: BrokerContext, config: TopicConfig) -> Json:
     return {
         "topic": config.topic_name,
         "read_queues": config.read_queue_nums,
         "write_queues": config.write_queue_nums,
         "perm": _perm_text(config.perm),
         "order": config.order,
-        "system": _is_system(config.topic_name, system),
+        "system": _is_system(broker, config.topic_name),
     }
 
 
 def topic_list(broker: BrokerContext) -> Json:
     """Every topic (user topics first, then by name), each as `topic_stats` has it."""
-    system = _system_topics(broker)
-    names = sorted(broker.topics.topics(), key=lambda name: (_is_system(name, system), name))
+    names = sorted(broker.topics.topics(), key=lambda name: (_is_system(broker, name), name))
     shown = names[:MAX_TOPICS]
+    rates = _rates(broker)
     topics = [
         stats
         for name in shown
-        if (stats := topic_stats(broker, name, MAX_QUEUES, times=False)) is not None
+        if (stats := topic_stats(broker, name, MAX_QUEUES, times=False, rates=rates)) is not None
     ]
     return {
         "now_ms": _now_ms(),
@@ -177,58 +185,38 @@ def topic_list(broker: BrokerContext) -> Json:
     }
 
 
-def _group_topics(broker: BrokerContext, group: str) -> list[str]:
-    """The topics of `group`: those it committed offsets in and those its live clients
-    subscribe to (a group that has not committed yet already has a lag)."""
-    topics = set(broker.offsets.topics_of(group))
-    info = broker.consumers.group_table().get(group)
-    if info is not None:
-        topics.update(info.subscriptions)
-    return sorted(topics)
-
-
 def consume_stats(
-    broker: BrokerContext, group: str, queue_limit: int | None = None, *, times: bool = True
+    broker: BrokerContext,
+    group: str,
+    queue_limit: int | None = None,
+    *,
+    times: bool = True,
+    rates: KeyRates | None = None,
 ) -> Json:
-    """`group`'s progress as GET_CONSUME_STATS counts it: per readable queue of each of its
-    topics the broker offset (queue max), the consumer offset (committed, 0 before any commit)
-    and the store time of the last consumed message (0 before any); `lag` is their difference.
-    With `queue_limit`, only that many queues are listed (and read for their time); the totals
-    count them all. `times=False` reads no time (0)."""
-    rows: list[Json] = []
-    consume = broker.consume
-    for topic in _group_topics(broker, group):
-        config = broker.topics.find(topic)
-        if config is None:
-            continue
-        for queue_id in range(config.read_queue_nums):
-            high = consume.max_offset_in_queue(topic, queue_id) if consume else 0
-            committed = max(0, broker.offsets.query(group, topic, queue_id) or 0)
-            rows.append(
-                {
-                    "topic": topic,
-                    "queue_id": queue_id,
-                    "broker_offset": high,
-                    "consumer_offset": committed,
-                    "lag": max(0, high - committed),
-                    "last": 0,
-                }
-            )
-    shown, omitted = _capped(rows, queue_limit)
-    for row in shown if times else ():
-        if consume is not None and row["consumer_offset"] > 0:
-            offset = row["consumer_offset"] - 1
-            row["last"] = consume.store_timestamp_at(row["topic"], row["queue_id"], offset) or 0
-    info = broker.consumers.group_table().get(group)
+    """`group`'s progress as GET_CONSUME_STATS counts it (`figures.group_queues`: per readable
+    queue of each of its topics the broker offset, the consumer offset, the store time of the
+    last consumed message), with the topics its live clients subscribe to but have not
+    committed in yet; `lag` is the offsets' difference. Its send rate (of its topics) and
+    consume rate. With `queue_limit`, only that many queues are listed (and read for their
+    time); the totals count them all. `times=False` reads no time (0)."""
+    rates = rates or _rates(broker)
+    topics = figures.group_topics(broker, group, uncommitted=True)
+    rows = figures.group_queues(broker, group, topics)
+    shown = rows if queue_limit is None else rows[:queue_limit]
+    if times:
+        figures.read_consumed_times(broker, shown)
+    info = broker.consumers.group_info(group)
     return {
         "group": group,
-        "topics": sorted({row["topic"] for row in rows}),
+        "topics": sorted({row.topic for row in rows}),
         "clients": len(info.clients) if info is not None else 0,
-        "lag": sum(row["lag"] for row in rows),
-        "broker_offset_total": sum(row["broker_offset"] for row in rows),
-        "consumer_offset_total": sum(row["consumer_offset"] for row in rows),
-        "queues": shown,
-        "queues_omitted": omitted,
+        "lag": sum(row.lag for row in rows),
+        "broker_offset_total": sum(row.broker_offset for row in rows),
+        "consumer_offset_total": sum(row.consumer_offset for row in rows),
+        "send_tps": round(figures.send_tps(rates, topics), 2),
+        "consume_tps": round(figures.consume_tps(broker, rates, group, topics), 2),
+        "queues": [{**_row(row), "lag": row.lag} for row in shown],
+        "queues_omitted": len(rows) - len(shown),
     }
 
 
@@ -241,9 +229,10 @@ def group_list(broker: BrokerContext) -> Json:
     no queue listed (`group_detail` lists them for one group)."""
     names = _group_names(broker)
     shown = names[:MAX_GROUPS]
+    rates = _rates(broker)
     return {
         "now_ms": _now_ms(),
-        "groups": [consume_stats(broker, name, 0, times=False) for name in shown],
+        "groups": [consume_stats(broker, name, 0, times=False, rates=rates) for name in shown],
         "omitted": len(names) - len(shown),
         "limit": MAX_GROUPS,
     }

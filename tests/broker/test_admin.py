@@ -15,6 +15,7 @@ import trio
 from broker.client import Message, open_producer
 from broker.server import BrokerServer
 from store.message_store import DefaultMessageStore
+from tests.broker.admin_acl import write_acl
 from tests.conftest import RunningBroker, make_config, start_broker
 from tests.daemon import run_cli
 from tests.store.conftest import wait_until
@@ -96,23 +97,10 @@ async def test_through_the_name_server_by_cluster(
     await broker.stop()
 
 
-ACL = """
-accounts:
-  - accessKey: producer1
-    secretKey: "producer-secret"
-    defaultTopicPerm: PUB
-  - accessKey: operator1
-    secretKey: "operator-secret"
-    admin: true
-"""
-
-
 async def test_with_acl_only_an_admin_may_ask(
     nursery: trio.Nursery, tmp_path: pathlib.Path
 ) -> None:
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(ACL)
-    broker = await start_small(nursery, tmp_path, acl_enable=True, acl_file=str(acl_file))
+    broker = await start_small(nursery, tmp_path, acl_enable=True, acl_file=write_acl(tmp_path))
     address = f"127.0.0.1:{broker.port}"
     plain = await trio.to_thread.run_sync(
         admin, "-b", address, "--access-key", "producer1", "--secret-key", "producer-secret"

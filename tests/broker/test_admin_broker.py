@@ -11,13 +11,15 @@ from collections.abc import Awaitable, Callable
 import pytest
 import trio
 
-from broker.admin.state import RuntimeStats
+from broker.admin.state import KEY_WINDOW_S, RuntimeStats
 from broker.admin_client import AdminClient, open_admin
-from broker.client import Message, SendError, SessionCredentials, open_producer
+from broker.client import Message, SendError, open_producer
+from broker.consumer_offsets import ConsumerOffsetManager
 from broker.pull_client import open_pull_consumer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from store.message_store import DefaultMessageStore
+from tests.broker.admin_acl import ADMIN, PLAIN, start_acl_broker
 from tests.conftest import RunningBroker, make_config, start_broker
 from tests.daemon import Daemon, serve_refused
 
@@ -88,6 +90,45 @@ def test_tps_windows_from_samples() -> None:
     assert stats.tps(lambda s: s.get_found + s.get_miss) == "2.0  "
     assert stats.tps(lambda s: s.transferred) == "2.0  "
     assert stats.total_tps(10) == 2.0
+
+
+def test_topic_and_group_rates_from_the_same_samples() -> None:
+    now = [0.0]
+    sent: dict[str, int] = {}
+    consumed: dict[str, int] = {}
+    stats = RuntimeStats(topic_puts=lambda: sent, consumed=lambda: consumed, clock=lambda: now[0])
+    assert (stats.topic_tps("T"), stats.consume_tps("T@g")) == (0.0, 0.0)  # no sample yet
+    for second in range(KEY_WINDOW_S + 5):
+        now[0] = float(second)
+        sent["T"] = 30 * second  # 30 a second, all along
+        consumed["T@g"] = 10 * min(second, 20)  # 10 a second, then none after 20 s
+        stats.sample()
+    now[0] += 0.5  # half a second after the last sample, 60 more sent since it
+    sent["T"] += 60
+    # the 10 s window opens at the sample 9.5 s back; the count now closes it
+    assert stats.topic_tps("T", 10) == (30 * 9 + 60) / 9.5
+    assert stats.consume_tps("T@g", 10) == 0.0
+    # a minute back the group still consumed: 10 a second for the first 15.5 s of it
+    assert stats.consume_tps("T@g") == 10 * (20 - 5) / 59.5
+    assert stats.topic_tps("Unknown") == 0.0
+    # a sample just taken does not make a spike: a second at least
+    fresh = RuntimeStats(topic_puts=lambda: sent, clock=lambda: now[0])
+    fresh.sample()
+    sent["T"] += 5
+    assert fresh.topic_tps("T") == 5.0
+
+
+def test_consumed_counts_are_commits_advance() -> None:
+    offsets = ConsumerOffsetManager(None)
+    offsets.commit("g", "T", 0, 3)  # a first commit: where the group starts, not consumption
+    offsets.commit("g", "T", 0, 8)
+    offsets.commit("g", "T", 1, 0)
+    offsets.commit("g", "T", 1, 2)
+    offsets.commit("g", "T", 0, 4)  # an explicit commit backwards (a reset) counts nothing
+    offsets.set_offsets("g", "T", {0: 20})
+    assert offsets.consumed == {"T@g": 7}
+    offsets.remove_group("g")
+    assert offsets.consumed == {}
 
 
 async def test_broker_config_lists_keys_but_no_secret(
@@ -186,26 +227,10 @@ def test_a_change_takes_effect_at_once_and_survives_a_restart(tmp_path: pathlib.
         daemon.stop()
 
 
-ACL = """
-accounts:
-  - accessKey: producer1
-    secretKey: "producer-secret"
-    defaultTopicPerm: PUB
-  - accessKey: operator1
-    secretKey: "operator-secret"
-    admin: true
-"""
-PLAIN = SessionCredentials("producer1", "producer-secret")
-ADMIN = SessionCredentials("operator1", "operator-secret")
-
-
 async def test_acl_refuses_admin_requests_to_a_non_admin_account(
     nursery: trio.Nursery, tmp_path: pathlib.Path
 ) -> None:
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(ACL)
-    config = make_config(tmp_path / "store", acl_enable=True, acl_file=str(acl_file))
-    broker = await start_broker(nursery, config)
+    broker = await start_acl_broker(nursery, tmp_path)
     port = broker.port
     async with open_admin("127.0.0.1", port, credentials=PLAIN) as plain:
         attempts: list[Callable[[], Awaitable[object]]] = [

@@ -19,10 +19,11 @@ from broker.admin_client_groups import (
     query_topic_consume_by_who,
     update_subscription_group,
 )
-from broker.client import Message, Producer, SendError, SessionCredentials, open_producer
+from broker.client import Message, Producer, SendError, open_producer
 from broker.pull_client import PullConsumer, open_pull_consumer
 from protocol.admin_group import ConsumeStats, SubscriptionGroupConfig
 from protocol.codes import RequestCode, ResponseCode
+from tests.broker.admin_acl import ADMIN, PLAIN, start_acl_broker
 from tests.conftest import RunningBroker, make_config, start_broker
 from tests.store.conftest import wait_until
 
@@ -204,31 +205,15 @@ async def wait_for_ends(producer: Producer, group: str = GROUP) -> None:
             await trio.sleep(0.02)
 
 
-ACL = """
-accounts:
-  - accessKey: producer1
-    secretKey: "producer-secret"
-    defaultTopicPerm: PUB
-  - accessKey: operator1
-    secretKey: "operator-secret"
-    admin: true
-"""
-
-
 async def test_with_acl_only_an_admin_changes_groups(
     nursery: trio.Nursery, tmp_path: pathlib.Path
 ) -> None:
     """200, 207 and 222 need an admin account; the read-only 208 takes any signed account,
     as 4.9's plain ACL does; an unsigned request is refused."""
-    acl_file = tmp_path / "plain_acl.yml"
-    acl_file.write_text(ACL)
-    config = make_config(tmp_path / "store", acl_enable=True, acl_file=str(acl_file))
-    broker = await start_broker(nursery, config)
-    plain = SessionCredentials("producer1", "producer-secret")
-    operator = SessionCredentials("operator1", "operator-secret")
+    broker = await start_acl_broker(nursery, tmp_path)
     settings = SubscriptionGroupConfig("acl_group", retry_max_times=2)
     reset = {"topic": TOPIC, "group": "acl_group", "timestamp": "0", "isForce": "true"}
-    async with open_producer("127.0.0.1", broker.port, credentials=plain) as user:
+    async with open_producer("127.0.0.1", broker.port, credentials=PLAIN) as user:
         for attempt in (
             update_subscription_group(user, settings),
             delete_subscription_group(user, "acl_group"),
@@ -244,7 +229,7 @@ async def test_with_acl_only_an_admin_changes_groups(
         with pytest.raises(SendError) as anonymous:
             await get_consume_stats(unsigned, "acl_group")
         assert anonymous.value.code == ResponseCode.NO_PERMISSION
-    async with open_producer("127.0.0.1", broker.port, credentials=operator) as admin:
+    async with open_producer("127.0.0.1", broker.port, credentials=ADMIN) as admin:
         await update_subscription_group(admin, settings)
         assert (await get_all_subscription_groups(admin)).table["acl_group"] == settings
         await delete_subscription_group(admin, "acl_group")

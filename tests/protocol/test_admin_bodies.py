@@ -113,7 +113,7 @@ def test_what_is_not_json_is_refused_with_a_reason(text: str, problem: str) -> N
     [
         (b"\xff", "not UTF-8"),
         (b"[]", "is not a JSON object"),
-        (b'{"offsetTable":{"x":{}}}', "is no MessageQueue"),
+        (b'{"offsetTable":{"x":{}}}', "not a MessageQueue object"),
         (b'{"offsetTable":{{"topic":"T","brokerName":"b"}:{}}}', "queueId is missing"),
         (b'{"offsetTable":{{"topic":"T","brokerName":"b","queueId":"q"}:{}}}', "queueId"),
         (

@@ -1,5 +1,6 @@
 // The dashboard page: polls the broker's JSON documents every 2 s and renders them.
-// Rates are the difference of two polls divided by their interval; the chart keeps the last
+// A topic's and a group's rates are the broker's (its sampler's, over the last 10 s); a queue's
+// is the difference of two polls divided by their interval. The chart keeps the last
 // HISTORY points of each group in memory and is drawn on a <canvas> here.
 "use strict";
 
@@ -118,7 +119,7 @@
       cell(tr, t.perm);
       cell(tr, fmt(t.messages), "num");
       cell(tr, fmt(t.max_offset_total), "num");
-      cell(tr, rate(perSecond(t.max_offset_total, prior?.max_offset_total, ...dt)), "num");
+      cell(tr, rate(t.send_tps), "num"); // the broker's own rate, not a difference of polls
       const used = t.queues.filter((q) => q.max_offset > 0);
       const queues = used.map((q) => {
         const r = perSecond(q.max_offset, oldQueues.get(q.queue_id)?.max_offset, ...dt);
@@ -134,19 +135,17 @@
     omitted("topics-note", doc, "topics");
   }
 
-  function renderGroups(doc, before) {
-    const old = new Map((before ? before.groups : []).map((g) => [g.group, g]));
-    const dt = before ? [doc.now_ms, before.now_ms] : [0, 0];
+  function renderGroups(doc) {
     if (!doc.groups.some((g) => g.group === selected)) {
       selected = doc.groups.length ? doc.groups[0].group : null;
     }
     const rows = [];
     for (const g of doc.groups) {
-      const prior = old.get(g.group);
-      const sent = perSecond(g.broker_offset_total, prior?.broker_offset_total, ...dt);
-      const consumed = perSecond(g.consumer_offset_total, prior?.consumer_offset_total, ...dt);
+      // the broker's own rates (its sampler's), so the chart needs no earlier poll
+      const sent = g.send_tps;
+      const consumed = g.consume_tps;
       const points = history.get(g.group) ?? [];
-      points.push({ t: doc.now_ms, lag: g.lag, sent: sent ?? 0 });
+      points.push({ t: doc.now_ms, lag: g.lag, sent });
       history.set(g.group, points.slice(-HISTORY));
       const tr = document.createElement("tr");
       tr.dataset.group = g.group;
@@ -299,7 +298,7 @@
       previous = latest;
       latest = next;
       render();
-      renderGroups(latest.groups, previous?.groups);
+      renderGroups(latest.groups);
       await showGroup(selected);
       status.textContent = `updated ${time(latest.broker.now_ms)}, every ${POLL_MS / 1000} s`;
       status.className = "";
