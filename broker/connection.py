@@ -1,10 +1,11 @@
 """One client connection: frames in, requests processed concurrently, responses out.
 
-The read loop decodes frames (`protocol.FrameDecoder`). A request whose processor can take it
-without a task (`Dispatcher.submit`: sends, handed to the store with a completion callback) is
-run right there; any other starts one task. Answers leave in completion order, matched by
-opaque: each is encoded into the connection's outbox and a single writer task, woken at most
-once per batch, joins the queued frames into one `send_all`. At most
+The read loop decodes frames (`protocol.FrameDecoder`). The requests of one receive whose
+processor can take them without a task (`Dispatcher.submit_burst`: sends, handed to the store
+together with one completion callback) are run right there; any other starts one task. Answers
+leave in completion order, matched by opaque: each is encoded into the connection's outbox and
+a single writer task, woken at most once per batch, joins the queued frames into one write (on
+a plain TCP socket straight to the descriptor while it has room, else `send_all`). At most
 `max_inflight_per_connection` requests run at once: past it the read loop stops reading, so TCP
 pushes back on the client and memory stays bounded. A `RemotingProtocolError` (garbage on the
 wire) ends the read loop after one `protocol_error` event, once the whole frames received before
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Sequence
 from typing import Final, cast
 
 import structlog
@@ -28,12 +30,12 @@ from broker.acl.validator import AccessValidator, shared_validator
 from broker.client_calls import ClientCalls
 from broker.config import BrokerConfig
 from broker.context import BrokerContext
-from broker.processors import InlineProcessor, RequestContext, RequestProcessor, Respond
-from broker.refusals import RefusalLog
+from broker.dispatcher import Dispatcher
+from broker.processors import RequestContext
 from broker.tls import TlsHandshakeError, start_tls
-from protocol.codes import RequestCode, ResponseCode
+from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
-from protocol.errors import HeaderFieldError, RemotingProtocolError
+from protocol.errors import RemotingProtocolError
 from protocol.frame import FrameDecoder, FramesBeforeError, encode_frame
 from store.parking import ParkingSpot
 
@@ -45,70 +47,6 @@ MAX_PUSHED_FRAMES: Final = 1024
 
 log = structlog.get_logger()
 _conn_ids = itertools.count(1)
-
-
-class Dispatcher:
-    """Request code -> processor; unknown codes and processor failures become responses.
-
-    `refusals` is shared by the connections, which log every answer with an error code there.
-    """
-
-    def __init__(self, processors: Mapping[int, RequestProcessor]) -> None:
-        self.processors = dict(processors)
-        self.refusals = RefusalLog()
-        #: the processors that can take a request without a task (`InlineProcessor`)
-        self.inline: dict[int, InlineProcessor] = {
-            code: processor
-            for code, processor in self.processors.items()
-            if isinstance(processor, InlineProcessor)
-        }
-
-    async def dispatch(
-        self, request: RemotingCommand, ctx: RequestContext
-    ) -> RemotingCommand | None:
-        processor = self.processors.get(request.code)
-        response: RemotingCommand | None
-        if processor is None:
-            response = request.make_response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                f" request type {request.code} not supported",
-            )
-        else:
-            try:
-                response = await processor.process(request, ctx)
-            except HeaderFieldError as exc:
-                response = request.make_response(exc.response_code, str(exc))
-            except Exception as exc:
-                log.exception("processor_failed", code=RequestCode.name_of(request.code))
-                return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
-        return response
-
-    def submit_burst(
-        self, requests: list[RemotingCommand], ctx: RequestContext, respond: Respond
-    ) -> list[RemotingCommand]:
-        """Hand requests of one receive, each with an inline processor (`inline`), to their
-        processors without a task, a run of requests for the same processor at a time; returns
-        those that need `dispatch`. Every other request is answered through `respond` exactly
-        once, later or before this returns."""
-        declined: list[RemotingCommand] = []
-        inline = self.inline
-        start, count = 0, len(requests)
-        while start < count:
-            processor = inline[requests[start].code]
-            end = start + 1
-            while end < count and inline[requests[end].code] is processor:
-                end += 1
-            run = requests if (start, end) == (0, count) else requests[start:end]
-            try:
-                declined += processor.submit_burst(run, ctx, respond)
-            except Exception as exc:
-                # The processor raised before handing any of them on, so none is answered.
-                log.exception("processor_failed", code=RequestCode.name_of(run[0].code))
-                remark = str(exc) or repr(exc)
-                for request in run:
-                    respond(request, request.make_response(ResponseCode.SYSTEM_ERROR, remark))
-            start = end
-        return declined
 
 
 def peer_address(stream: trio.SocketStream) -> tuple[str, int]:
@@ -158,6 +96,8 @@ class Connection:
         self._writer_spot = ParkingSpot()
         self._reading_done = False
         self._write_failed = False
+        #: the descriptor of a plain TCP connection, written directly when it has room
+        self._fd = -1
         # Security hook (broker/acl): every request is checked before dispatch when ACL is on.
         self.access: AccessValidator | None = (
             shared_validator(config.acl_file) if config.acl_enable else None
@@ -185,6 +125,8 @@ class Connection:
         except TlsHandshakeError as exc:
             self.close_reason = exc.reason
             return
+        if isinstance(self.stream, trio.SocketStream):
+            self._fd = self.stream.socket.fileno()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._writer)
             watchdog = trio.CancelScope()
@@ -358,6 +300,19 @@ class Connection:
                 outbox.clear()  # the socket is dead: answers are dropped
                 continue
             data = self._take_frames(outbox)
+            if self._fd >= 0:
+                # A plain TCP socket with room in its buffer takes the data at once: written
+                # here, without the scheduler round trips and the timeout scope of `send_all`.
+                try:
+                    sent = os.write(self._fd, data)
+                except BlockingIOError:
+                    sent = 0
+                except OSError as exc:  # EPIPE, ECONNRESET...: the peer is gone
+                    self._fail_writes(type(exc).__name__)
+                    continue
+                if sent == len(data):
+                    continue
+                data = data[sent:]
             try:
                 with trio.fail_after(self.config.write_timeout_s):
                     await self.stream.send_all(data)
@@ -366,9 +321,12 @@ class Connection:
                 trio.ClosedResourceError,
                 trio.TooSlowError,
             ) as exc:
-                self._write_failed = True
-                log.info("write_failed", error=type(exc).__name__)
-                self.stop_reading("write_failed")
+                self._fail_writes(type(exc).__name__)
+
+    def _fail_writes(self, error: str) -> None:
+        self._write_failed = True
+        log.info("write_failed", error=error)
+        self.stop_reading("write_failed")
 
     def _take_frames(self, outbox: list[bytes]) -> bytes:
         if len(outbox) == 1:

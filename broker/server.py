@@ -22,9 +22,10 @@ import trio
 from broker.acl.validator import shared_validator
 from broker.admin import registry as admin_registry
 from broker.config import BrokerConfig, ConfigError, HostPort
-from broker.connection import Connection, Dispatcher, peer_address
+from broker.connection import Connection, peer_address
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.context import BrokerContext
+from broker.dispatcher import Dispatcher
 from broker.metrics import BrokerMetrics
 from broker.processor_table import broker_processors, namesrv_processors
 from broker.processors import RequestProcessor

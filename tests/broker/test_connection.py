@@ -18,8 +18,9 @@ import trio.testing
 from structlog.testing import capture_logs
 
 from broker.config import BrokerConfig
-from broker.connection import Connection, Dispatcher
+from broker.connection import Connection
 from broker.context import BrokerContext
+from broker.dispatcher import Dispatcher
 from broker.processors import RequestContext, RequestProcessor
 from protocol.codes import ResponseCode, SerializeType
 from protocol.command import RemotingCommand

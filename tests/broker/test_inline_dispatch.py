@@ -13,7 +13,8 @@ import trio.testing
 from structlog.testing import capture_logs
 
 from broker.config import BrokerConfig
-from broker.connection import Connection, Dispatcher
+from broker.connection import Connection
+from broker.dispatcher import Dispatcher
 from broker.processors import RequestContext, RequestProcessor, Respond
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
