@@ -40,7 +40,6 @@ from broker.metrics import BrokerMetrics, MetricsServer
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
-    from broker.server import BrokerServer
 
 log = structlog.get_logger()
 
@@ -65,7 +64,7 @@ SECURITY_HEADERS: Final = [
 ]
 
 #: a document from the server and the query string's parameters (the last value of each)
-View = Callable[["BrokerServer", Mapping[str, str]], views.Json]
+View = Callable[["views.Served", Mapping[str, str]], views.Json]
 
 
 class LoopUnavailableError(Exception):
@@ -80,11 +79,11 @@ class DocumentError(Exception):
         self.status = status
 
 
-def _broker(server: BrokerServer) -> BrokerContext:
+def _broker(server: views.Served) -> BrokerContext:
     return server.broker
 
 
-def _group(server: BrokerServer, query: Mapping[str, str]) -> views.Json:
+def _group(server: views.Served, query: Mapping[str, str]) -> views.Json:
     name = query.get("group")
     if not name:
         raise DocumentError("400 Bad Request", "name the group: /api/group.json?group=NAME")
@@ -109,7 +108,7 @@ DOCUMENTS: Final[dict[str, View]] = {
 class LoopBridge:
     """Runs view functions on the broker's event loop for the HTTP threads."""
 
-    server: BrokerServer
+    server: views.Served
     token: trio.lowlevel.TrioToken
 
     def compute(
@@ -154,7 +153,7 @@ class HttpEndpoint:
     def __post_init__(self) -> None:
         self._metrics_app = make_wsgi_app(self.metrics.registry)
 
-    def attach(self, server: BrokerServer, token: trio.lowlevel.TrioToken) -> None:
+    def attach(self, server: views.Served, token: trio.lowlevel.TrioToken) -> None:
         """Serve the dashboard of `server`, whose loop is `token`'s, from now on."""
         self.bridge = LoopBridge(server, token)
 

@@ -32,9 +32,10 @@ says how many it left out (`"omitted": n`). Nothing here reads the ACL table.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import fields
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from broker import __version__
 from broker.admin import figures
@@ -51,8 +52,28 @@ from broker.topic_config import (
 from store.message_store import DefaultMessageStore
 
 if TYPE_CHECKING:
+    from broker.connection import Connection
     from broker.context import BrokerContext
-    from broker.server import BrokerServer
+
+
+class Served(Protocol):
+    """What the pages read of the running server (`broker.server.Served`)."""
+
+    @property
+    def broker(self) -> BrokerContext: ...
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]: ...
+
+    @property
+    def namesrv_addresses(self) -> list[tuple[str, int]]: ...
+
+    @property
+    def connections(self) -> Collection[Connection]: ...
+
+    @property
+    def refused_connections(self) -> int: ...
+
 
 MAX_TOPICS: Final = 100
 MAX_GROUPS: Final = 50
@@ -103,7 +124,7 @@ def _capped(items: list[Json], limit: int) -> tuple[list[Json], int]:
     return items[:limit], max(0, len(items) - limit)
 
 
-def broker_status(server: BrokerServer) -> Json:
+def broker_status(server: Served) -> Json:
     """Who this broker is and how it runs: names, addresses, role, permission, table sizes."""
     broker = server.broker
     config = broker.config
@@ -246,7 +267,7 @@ def group_detail(broker: BrokerContext, group: str) -> Json | None:
     return {"now_ms": _now_ms(), **consume_stats(broker, group, MAX_QUEUES)}
 
 
-def connection_list(server: BrokerServer) -> Json:
+def connection_list(server: Served) -> Json:
     """Open client connections with what their heartbeats registered (groups, client ids)."""
     broker = server.broker
     consumers: dict[int, list[str]] = {}
