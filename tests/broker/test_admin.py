@@ -76,7 +76,7 @@ async def test_the_request_deletes_expired_segments_now(
     old = await fill_and_age(broker, 4, 2)
     done = await trio.to_thread.run_sync(admin, "-b", f"127.0.0.1:{broker.port}")
     assert (done.returncode, done.stdout) == (0, f"127.0.0.1:{broker.port}: success\n")
-    await wait_until(lambda: store.segments_deleted == {"manual": 2})
+    await wait_until(lambda: store.segments_deleted == {"manual": 2}, timeout_s=20)
     assert not any(map(os.path.exists, old))
     await broker.stop()
 
@@ -93,7 +93,7 @@ async def test_through_the_name_server_by_cluster(
     assert len(unknown.stderr.strip().splitlines()) == 1
     done = await trio.to_thread.run_sync(admin, "-n", address, "-c", "DefaultCluster")
     assert (done.returncode, done.stdout) == (0, f"{address}: success\n")
-    await wait_until(lambda: store.segments_deleted == {"manual": 1})
+    await wait_until(lambda: store.segments_deleted == {"manual": 1}, timeout_s=20)
     await broker.stop()
 
 
