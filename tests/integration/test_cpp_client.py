@@ -24,6 +24,7 @@ from rocketmq.client import Message, Producer, SendStatus
 
 from protocol.compression import decompress_body
 from tests.daemon import BROKER, Daemon
+from tests.integration.conftest import CLIENT_HOMES
 
 TOPIC = "CppInterop"
 COUNT = 1000
@@ -120,7 +121,8 @@ def test_cpp_producer_messages_are_stored_as_sent(
     finally:
         daemon.process.terminate()
         assert daemon.finish() == 0
-    assert (client_home / "logs").is_dir()  # the client took HOME from this process
+    # the client took HOME from this process (set by the first test that started it)
+    assert (CLIENT_HOMES[0] / "logs").is_dir()
 
     assert len(results) == COUNT
     assert all(r.status == SendStatus.OK for r in results)
