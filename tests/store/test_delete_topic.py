@@ -45,7 +45,7 @@ def exists(path: str) -> bool:
     return os.path.exists(path)
 
 
-def bodies(store: DefaultMessageStore, queue_id: int) -> list[bytes]:
+def bodies(store: DefaultMessageStore, queue_id: int) -> list[bytes | None]:
     consume = store.consume
     assert consume is not None
     result = consume.get_message(TOPIC, queue_id, 0, 32)
