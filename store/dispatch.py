@@ -79,6 +79,8 @@ class ConsumeQueueTable:
     def _drop_if_deleted(self, queue: ConsumeQueue) -> None:
         """A queue of a deleted topic still indexing records from before the delete: a crash
         came in the middle of the delete, which is finished now."""
+        if queue.topic not in self.deleted.barriers:
+            return  # the common case: no pread for the queues of topics never deleted
         first = queue.get(queue.min_logic_offset)
         if first is not None and self.deleted.skips(queue.topic, first.physical_offset):
             log.warning(
@@ -92,7 +94,7 @@ class ConsumeQueueTable:
         ids = sorted(q for t, q in self.queues if t == topic)
         for queue_id in ids:
             self.queues.pop((topic, queue_id)).destroy()
-        with contextlib.suppress(FileNotFoundError, OSError):
+        with contextlib.suppress(OSError):  # absent, or holding what is not a queue
             os.rmdir(os.path.join(self.root, "consumequeue", topic))
         return ids
 
