@@ -148,21 +148,25 @@ class DeleteTopicInBrokerProcessor:
         header = TopicRequestHeader.from_ext_fields(request.ext_fields)
         check_admin_topic(ctx, header.topic)
         topics = ctx.broker.topics
-        removed = topics.delete(header.topic)
-        if removed is not None:
-            await topics.persist()
+        offsets = ctx.broker.offsets
         store = ctx.broker.store
+        # Table, queues and offsets change with no await between them: a send cannot create
+        # the topic again in the middle, its queues then wiped under it.
+        removed = topics.delete(header.topic)
         try:
             queues = (
                 store.delete_topic(header.topic) if isinstance(store, DefaultMessageStore) else []
             )
         except OSError as exc:
             log.error("topic_delete_failed", topic=header.topic, error=str(exc))
+            if removed is not None:
+                await topics.persist()
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR, f"deleting the queues of {header.topic} failed: {exc}"
             )
-        offsets = ctx.broker.offsets
         groups = offsets.remove_topic(header.topic)
+        if removed is not None:
+            await topics.persist()
         if groups:
             await offsets.persist()
         log.info(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import pathlib
 
+import pytest
 import trio
 import trio.lowlevel
 
@@ -124,4 +125,34 @@ async def test_pulls_and_sends_racing_the_delete_get_clean_answers(
         # auto-created by a send (auto_create_topic_enable), it starts at 0 again
         sent = await producer.send(Message(TOPIC, b"new", queue_id=0))
         assert sent.queue_offset == 0
+    await broker.stop()
+
+
+async def test_a_delete_the_store_cannot_make_durable_is_refused_and_can_be_retried(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    config = make_config(tmp_path / "store", auto_create_topic_enable=False)
+    broker = await start_broker(nursery, config)
+    queues_dir = tmp_path / "store" / "consumequeue" / TOPIC
+    blocker = tmp_path / "store" / "config" / "deletedTopics.msgpack.tmp"
+    async with (
+        open_admin("127.0.0.1", broker.port) as admin,
+        open_producer("127.0.0.1", broker.port) as producer,
+        open_pull_consumer("127.0.0.1", broker.port, GROUP) as consumer,
+    ):
+        await admin.create_topic(TOPIC, 1)
+        await producer.send(Message(TOPIC, b"old", queue_id=0))
+        await consumer.subscribe(TOPIC)
+        assert len((await consumer.pull(TOPIC, 0, 0)).records) == 1
+        blocker.mkdir()  # the mark's temp file cannot be written
+        with pytest.raises(SendError) as refused:
+            await admin.delete_topic(TOPIC)
+        assert refused.value.code == ResponseCode.SYSTEM_ERROR
+        assert f"deleting the queues of {TOPIC} failed" in (refused.value.remark or "")
+        assert listing(queues_dir) == ["0"]  # nothing of the store's part was done
+        assert TOPIC not in (await admin.topic_configs()).topic_config_table
+
+        blocker.rmdir()
+        await admin.delete_topic(TOPIC)
+        assert not queues_dir.exists()
     await broker.stop()
