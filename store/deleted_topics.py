@@ -2,9 +2,12 @@
 
 RocketMQ 4.9 (`DefaultMessageStore.cleanUnusedTopic`) destroys a deleted topic's consume queues
 and drops its entries from the commit log's topic-queue table; its records stay in the commit
-log. Nothing marks them, so 4.9 brings part of them back: a record not yet dispatched at the
-delete is dispatched into a new queue, and after a crash (`recoverAbnormally`) every record of
-the replayed segments is dispatched again, the deleted topic's too, at its old queue offsets.
+log. Nothing marks them, and 4.9's dispatch never asks whether a record's topic still exists,
+so it brings part of them back: a record not yet dispatched at the delete goes into a new queue;
+a start after a clean stop dispatches again from the highest end of the remaining queues, so
+the deleted topic's records past it come back; after a crash (`recoverAbnormally`) every record
+of the replayed segments is dispatched again, the deleted topic's too, at its old queue offsets
+(the queue then starts there, and its next send goes on after them).
 
 Here a delete leaves a mark, `config/deletedTopics.msgpack`: topic -> the commit-log end when it
 was deleted (the barrier). Every record of the topic below its barrier was given its queue offset
