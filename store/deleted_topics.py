@@ -71,9 +71,10 @@ class DeletedTopics:
             topic_queue_key.rpartition("-")[0], physical_offset
         )
 
-    def mark(self, topic: str, barrier: int) -> None:
-        """Record the delete of `topic` at commit-log end `barrier`, durably. Raises OSError."""
-        barriers = dict(self.barriers)
+    def mark(self, topic: str, barrier: int, min_offset: int = 0) -> None:
+        """Record the delete of `topic` at commit-log end `barrier`, durably, dropping the marks
+        retention has passed (`min_offset`, the log's first offset). Raises OSError."""
+        barriers = {t: end for t, end in self.barriers.items() if end > min_offset}
         barriers[topic] = max(barrier, barriers.get(topic, 0))
         make_dirs(os.path.join(self.root, "config"))
         atomic_write(os.path.join(self.root, DELETED_TOPICS_FILE), msgpack.packb(barriers))

@@ -174,10 +174,12 @@ class ConsumeQueueTable:
         the end offset of the last record seen (or -1)."""
         end = -1
         runs: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
-        skips = self.deleted.skips
+        skips = self.deleted.skips if self.deleted.barriers else None
         for rec in records:
             end = rec.physical_offset + rec.total_size
-            if enters_consume_queue(rec.sys_flag) and not skips(rec.topic, rec.physical_offset):
+            if enters_consume_queue(rec.sys_flag) and not (
+                skips and skips(rec.topic, rec.physical_offset)
+            ):
                 unit = (rec.queue_offset, rec.physical_offset, rec.total_size)
                 runs.setdefault((rec.topic, rec.queue_id), []).append(
                     (*unit, tags_code_of(rec.properties))
@@ -252,12 +254,13 @@ class ReputMessageService:
         pending = self._pending
         runs: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
         count = 0
-        skips = self.table.deleted.skips
+        deleted = self.table.deleted
+        skips = deleted.skips if deleted.barriers else None  # no lookup while nothing is deleted
         for physical, size, topic, queue_id, queue_offset, code, enters in pending:
             if count == DISPATCH_BATCH or physical + size > limit:
                 break
             count += 1
-            if enters and not skips(topic, physical):
+            if enters and not (skips and skips(topic, physical)):
                 runs.setdefault((topic, queue_id), []).append((queue_offset, physical, size, code))
         if not count:
             return False

@@ -314,7 +314,8 @@ class DefaultMessageStore:
         if self.consume is None:
             return []
         table = self.consume.table
-        table.deleted.mark(topic, self.mapped_file_queue.max_wrote_offset)
+        files = self.mapped_file_queue
+        table.deleted.mark(topic, files.max_wrote_offset, files.min_offset)
         queue_table = self.commit_log.topic_queue_table
         prefix = f"{topic}-"
         for key in [k for k in queue_table if k.startswith(prefix) and k[len(prefix) :].isdigit()]:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pathlib
 
 import trio
+from structlog.testing import capture_logs
 
 from store.config import FlushDiskType, MessageStoreConfig
 from store.decode import decode_record
-from store.deleted_topics import DeletedTopics
+from store.deleted_topics import DELETED_TOPICS_FILE, DeletedTopics
 from store.flush import thread_flusher
 from store.mapped_file import MappedFile
 from store.message_store import DefaultMessageStore
@@ -114,3 +116,31 @@ async def test_a_delete_cut_short_by_a_crash_is_finished_at_open(
         new = await store.put_message(make_msg(b"new", topic=TOPIC, queue_id=1))
         assert new.append_result is not None and new.append_result.logics_offset == 0
         await wait_until(lambda: bodies(store, 1) == [b"new"])
+
+
+def test_marks_are_kept_until_retention_passes_them(tmp_path: pathlib.Path) -> None:
+    root = str(tmp_path)
+    marks = DeletedTopics(root)
+    marks.mark("A", 500)
+    marks.mark("A", 300)  # a later delete never lowers the barrier
+    marks.mark("B-x", 900)
+    assert DeletedTopics.load(root).barriers == {"A": 500, "B-x": 900}
+    assert DeletedTopics.load(root, min_offset=500).barriers == {"B-x": 900}
+    loaded = DeletedTopics.load(root)
+    assert loaded.skips("A", 499) and not loaded.skips("A", 500) and not loaded.skips("C", 0)
+    assert loaded.skips_key("B-x-3", 10) and not loaded.skips_key("B-3", 10)
+    # a snapshot taken before B-x's delete forgets its entries, one taken after keeps them
+    table = {"A-0": 7, "B-x-3": 4, "C-1": 2}
+    assert loaded.filter_table(table, 900) == {"A-0": 7, "C-1": 2}
+    assert loaded.filter_table(table, 901) == table
+    loaded.mark("C", 1000, min_offset=600)  # A's mark is past retention: dropped on disk
+    assert DeletedTopics.load(root).barriers == {"B-x": 900, "C": 1000}
+
+
+def test_a_damaged_mark_file_reads_as_no_mark(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / DELETED_TOPICS_FILE
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\xc1 not msgpack")
+    with capture_logs() as logs:
+        assert DeletedTopics.load(str(tmp_path)).barriers == {}
+    assert [entry["event"] for entry in logs] == ["deleted_topics_unreadable"]
