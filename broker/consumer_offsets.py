@@ -97,6 +97,16 @@ class ConsumerOffsetManager:
         self._dirty = self._dirty or bool(keys)
         return len(keys)
 
+    def remove_topic(self, topic: str) -> list[str]:
+        """Forget every group's offsets of `topic` (its queues were deleted); the groups."""
+        groups = self.groups_of(topic)
+        for group in groups:
+            key = self.key(topic, group)
+            del self._table[key]
+            self.consumed.pop(key, None)
+        self._dirty = self._dirty or bool(groups)
+        return groups
+
     def table(self) -> dict[str, dict[int, int]]:
         """A copy of the table: `topic@group` -> queue id -> offset."""
         return {key: dict(queues) for key, queues in self._table.items()}

@@ -10,6 +10,7 @@ the dispatcher appends, readers look units up. Mirrors store/ConsumeQueue.java (
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from collections.abc import Callable
@@ -74,6 +75,7 @@ class ConsumeQueue:
         self._private_files = files is None
         self._unsynced_dirs: set[str] = set()
         self._paths: dict[int, str] = {}
+        self.destroyed = False
         self._load()
 
     # --- files --------------------------------------------------------------------------------
@@ -120,7 +122,10 @@ class ConsumeQueue:
         return open_file
 
     def _write(self, base: int, data: bytes, position: int) -> None:
-        """Write `data` at `position` of the file at `base`, created if needed."""
+        """Write `data` at `position` of the file at `base`, created if needed; nothing once
+        the queue is destroyed (its topic deleted: no file of it may come back)."""
+        if self.destroyed:
+            return
         fd = self._fd(base, create=True)
         assert fd is not None
         os.pwrite(fd, data, position)
@@ -131,6 +136,17 @@ class ConsumeQueue:
         self.files.forget(path)
         os.unlink(path)
         self._paths.pop(base, None)
+
+    def destroy(self) -> None:
+        """Remove every file and the directory of the queue (its topic was deleted); reads
+        find nothing from now on and writes are dropped."""
+        self.destroyed = True
+        self.min_logic_offset = self.max_logic_offset = self.max_physical_offset = 0
+        self._unsynced_dirs.clear()
+        for base in self._bases():
+            self._remove_file(base)
+        with contextlib.suppress(FileNotFoundError):
+            os.rmdir(self.dir)
 
     def close(self) -> None:
         """Close this queue's files when it has its own; the store's shared ones are the
@@ -271,7 +287,8 @@ class ConsumeQueue:
         """fsync the directories of files created since the last call (worker thread)."""
         dirs, self._unsynced_dirs = self._unsynced_dirs, set()
         for path in sorted(dirs, key=len, reverse=True):  # the queue's directory first
-            fsync_dir(path)
+            with contextlib.suppress(FileNotFoundError):  # its topic deleted meanwhile
+                fsync_dir(path)
 
     # --- read ---------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
 from store.decode import CommitLogRecord
+from store.deleted_topics import DeletedTopics
 from store.dispatch import ConsumeQueueTable, Listener, ReputMessageService
 from store.encode import EncodedBatch
 from store.get_message import GetMessageResult, TagFilter, get_message, with_large
@@ -66,7 +67,8 @@ class ConsumeService:
         """Load the queues, cut them to the recovered commit log, catch up to the readable end:
         `readable_end()` when given (the store's choice by flush mode), else the durable offset.
         The `index`, opened already, follows the dispatch once `run` starts."""
-        table = ConsumeQueueTable(root, units_per_file, max_open_files)
+        deleted = DeletedTopics.load(root, files.min_offset)
+        table = ConsumeQueueTable(root, units_per_file, max_open_files, deleted)
         resume = table.repair(files.min_offset, files.max_offset)
         reader = CommitLogReader(root, readable_end)
         reput = ReputMessageService(table, reader, resume)

@@ -13,6 +13,7 @@ ReputMessageService and DefaultMessageStore.recoverTopicQueueTable (4.9).
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from typing import Final
@@ -22,6 +23,7 @@ import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE, ConsumeQueue
 from store.decode import CommitLogRecord
+from store.deleted_topics import DeletedTopics
 from store.encode import EncodedBatch
 from store.mapped_file import fsync_dir, make_dirs
 from store.message import enters_consume_queue, tags_code_of
@@ -51,8 +53,11 @@ class ConsumeQueueTable:
         root: str,
         units_per_file: int = DEFAULT_UNITS_PER_FILE,
         max_open_files: int = DEFAULT_CAPACITY,
+        deleted: DeletedTopics | None = None,
     ) -> None:
         self.root = root
+        #: deleted topics: their records below the delete are never dispatched again
+        self.deleted = deleted if deleted is not None else DeletedTopics(root)
         self.units_per_file = units_per_file
         #: every queue's descriptors: at most `max_open_files` open at once
         self.files = OpenFiles(max_open_files)
@@ -69,7 +74,29 @@ class ConsumeQueueTable:
                 continue
             for qid in os.listdir(topic_dir):
                 if qid.isdigit():
-                    self.find(topic, int(qid))
+                    self._drop_if_deleted(self.find(topic, int(qid)))
+
+    def _drop_if_deleted(self, queue: ConsumeQueue) -> None:
+        """A queue of a deleted topic still indexing records from before the delete: a crash
+        came in the middle of the delete, which is finished now."""
+        if queue.topic not in self.deleted.barriers:
+            return  # the common case: no pread for the queues of topics never deleted
+        first = queue.get(queue.min_logic_offset)
+        if first is not None and self.deleted.skips(queue.topic, first.physical_offset):
+            log.warning(
+                "consume_queue_of_deleted_topic_removed", topic=queue.topic, queue_id=queue.queue_id
+            )
+            queue.destroy()
+            del self.queues[(queue.topic, queue.queue_id)]
+
+    def remove_topic(self, topic: str) -> list[int]:
+        """Destroy every queue of `topic` (its files and directories); the queue ids."""
+        ids = sorted(q for t, q in self.queues if t == topic)
+        for queue_id in ids:
+            self.queues.pop((topic, queue_id)).destroy()
+        with contextlib.suppress(OSError):  # absent, or holding what is not a queue
+            os.rmdir(os.path.join(self.root, "consumequeue", topic))
+        return ids
 
     def find(self, topic: str, queue_id: int) -> ConsumeQueue:
         key = (topic, queue_id)
@@ -147,9 +174,12 @@ class ConsumeQueueTable:
         the end offset of the last record seen (or -1)."""
         end = -1
         runs: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
+        skips = self.deleted.skips if self.deleted.barriers else None
         for rec in records:
             end = rec.physical_offset + rec.total_size
-            if enters_consume_queue(rec.sys_flag):
+            if enters_consume_queue(rec.sys_flag) and not (
+                skips and skips(rec.topic, rec.physical_offset)
+            ):
                 unit = (rec.queue_offset, rec.physical_offset, rec.total_size)
                 runs.setdefault((rec.topic, rec.queue_id), []).append(
                     (*unit, tags_code_of(rec.properties))
@@ -224,11 +254,13 @@ class ReputMessageService:
         pending = self._pending
         runs: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
         count = 0
+        deleted = self.table.deleted
+        skips = deleted.skips if deleted.barriers else None  # no lookup while nothing is deleted
         for physical, size, topic, queue_id, queue_offset, code, enters in pending:
             if count == DISPATCH_BATCH or physical + size > limit:
                 break
             count += 1
-            if enters:
+            if enters and not (skips and skips(topic, physical)):
                 runs.setdefault((topic, queue_id), []).append((queue_offset, physical, size, code))
         if not count:
             return False

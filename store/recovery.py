@@ -24,6 +24,7 @@ from store.checkpoint import (
 )
 from store.config import MessageStoreConfig
 from store.decode import check_message_and_return_size, find_record_boundary
+from store.deleted_topics import DeletedTopics
 from store.errors import CommitLogCorruptError, RecoveryStoppedError
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import MappedFileQueue
@@ -73,6 +74,7 @@ def _scan(
     *,
     end: int | None = None,
     pause_s: float = 0.0,
+    deleted: DeletedTopics | None = None,
 ) -> _Scan:
     """Walk records from file `start`; stop at the first one that fails validation, or at
     `end` when given. Sleeps `pause_s` every few thousand records (a background check).
@@ -108,10 +110,13 @@ def _scan(
                         raise RecoveryStoppedError(base + position)
                     if pause_s:
                         time.sleep(pause_s)
-                if enters_consume_queue(check.sys_flag):
-                    key = check.topic_queue_key
-                    if table.get(key, 0) <= check.queue_offset:
-                        table[key] = check.queue_offset + 1
+                key = check.topic_queue_key
+                if (
+                    enters_consume_queue(check.sys_flag)
+                    and table.get(key, 0) <= check.queue_offset
+                    and not (deleted and deleted.skips_key(key, base + position))
+                ):
+                    table[key] = check.queue_offset + 1
                 last = base + position
                 position += check.size
                 continue
@@ -228,6 +233,7 @@ def recover(
         return RecoveryResult(0, {}, abnormal, 0)
     checkpoint = StoreCheckpoint.load(root)
     snapshot = TopicQueueTableSnapshot.load(root)
+    deleted = DeletedTopics.load(root, queue.min_offset)
     fast = not abnormal and not config.recover_truncate_corrupt  # the operator asked to check
     if fast and _clean_stop(files, checkpoint, snapshot, read_flush_offset(root)):
         assert snapshot is not None
@@ -236,7 +242,7 @@ def recover(
         verify_from = files[max(0, len(files) - NORMAL_RECOVERY_FILES)].file_from_offset
         return RecoveryResult(
             snapshot.offset,
-            dict(snapshot.table),
+            deleted.filter_table(dict(snapshot.table), snapshot.offset),
             False,
             snapshot.offset,
             verify_from=verify_from,
@@ -246,16 +252,16 @@ def recover(
     table: dict[str, int] = {}
     if snapshot is not None:
         start = min(start, _index_of(files, snapshot.offset))
-        table = dict(snapshot.table)
+        table = deleted.filter_table(dict(snapshot.table), snapshot.offset)
     else:
         start = 0
-    scan = _scan(files, start, table, config.check_crc_on_recover, stop)
+    scan = _scan(files, start, table, config.check_crc_on_recover, stop, deleted=deleted)
     if snapshot is not None and snapshot.offset > scan.process_offset:
         log.warning(
             "topic_queue_table_snapshot_ahead", snapshot=snapshot.offset, end=scan.process_offset
         )
         start, table = 0, {}
-        scan = _scan(files, 0, table, config.check_crc_on_recover, stop)
+        scan = _scan(files, 0, table, config.check_crc_on_recover, stop, deleted=deleted)
         # Replaced at once: left in place, it would look valid again once the log grew past its
         # offset, and a crash then would bring back queue offsets of the records cut away.
         TopicQueueTableSnapshot(scan.process_offset, dict(table)).write(root)

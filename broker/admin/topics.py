@@ -8,8 +8,16 @@ set, the cluster, broker and reply topics, `rmq_sys_*`), is answered SYSTEM_ERRO
 remark. Where 4.9 takes any number we refuse: queue counts outside 1..`MAX_QUEUE_NUMS` and
 permissions with bits other than PRIORITY|READ|WRITE|INHERIT (SYSTEM_ERROR, the value named).
 
-A deleted topic's consume-queue files and consumer offsets stay on disk (the store has no
-per-topic cleanup yet): created again, the topic goes on from its old offsets.
+DELETE_TOPIC_IN_BROKER does what 4.9's `deleteTopic` does: the topic leaves the table, then the
+store destroys its consume queues (files and directories) and drops its entries from the commit
+log's topic-queue table (`DefaultMessageStore.delete_topic`, 4.9's `cleanUnusedTopic` for the
+one topic: a sweep of every queue without a table entry would also take queues this broker
+keeps without one). The consumer offsets of the topic go too, every group's, as RocketMQ's
+later `ConsumerOffsetManager.cleanOffsetByTopic` does (4.9.7 keeps them, and a consumer then
+starts past the end of the re-created queue). The records stay in the commit log, unreachable
+by queue: created again, the topic starts at queue offset 0, also after a clean or a kill -9
+restart (`store.deleted_topics` says how, and where 4.9 differs). A store that cannot make the
+delete durable answers SYSTEM_ERROR, the topic already out of the table.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from protocol.admin_topic import (
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
+from store.message_store import DefaultMessageStore
 
 log = structlog.get_logger()
 
@@ -139,11 +148,34 @@ class DeleteTopicInBrokerProcessor:
         header = TopicRequestHeader.from_ext_fields(request.ext_fields)
         check_admin_topic(ctx, header.topic)
         topics = ctx.broker.topics
+        offsets = ctx.broker.offsets
+        store = ctx.broker.store
+        # Table, queues and offsets change with no await between them: a send cannot create
+        # the topic again in the middle, its queues then wiped under it.
         removed = topics.delete(header.topic)
+        try:
+            queues = (
+                store.delete_topic(header.topic) if isinstance(store, DefaultMessageStore) else []
+            )
+        except OSError as exc:
+            log.error("topic_delete_failed", topic=header.topic, error=str(exc))
+            if removed is not None:
+                await topics.persist()
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"deleting the queues of {header.topic} failed: {exc}"
+            )
+        groups = offsets.remove_topic(header.topic)
         if removed is not None:
             await topics.persist()
+        if groups:
+            await offsets.persist()
         log.info(
-            "topic_deleted", topic=header.topic, existed=removed is not None, remote=ctx.remote_text
+            "topic_deleted",
+            topic=header.topic,
+            existed=removed is not None,
+            queues_removed=len(queues),
+            offsets_removed_groups=len(groups),
+            remote=ctx.remote_text,
         )
         return request.make_response(ResponseCode.SUCCESS)
 
