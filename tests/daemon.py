@@ -11,8 +11,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from typing import Final
 
 BROKER = [sys.executable, "-m", "broker"]
+
+
+#: the commit-log segment size of a test daemon unless its `env` says otherwise
+TEST_DAEMON_SEGMENT_SIZE: Final = 64 << 20
 
 
 class Daemon:
@@ -36,6 +41,12 @@ class Daemon:
             # A small message index: the default one takes 20 MB of disk per store.
             "RMQ_MAX_HASH_SLOT_NUM": "5000",
             "RMQ_MAX_INDEX_NUM": "20000",
+            # 64 MiB segments unless the test's environment says otherwise: each default one
+            # takes 1 GiB of disk as soon as it is created, and pytest keeps the stores of its
+            # last three runs.
+            "RMQ_MAPPED_FILE_SIZE_COMMIT_LOG": os.environ.get(
+                "RMQ_MAPPED_FILE_SIZE_COMMIT_LOG", str(TEST_DAEMON_SEGMENT_SIZE)
+            ),
             **(env or {}),
         }
         self.process = subprocess.Popen(
