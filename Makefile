@@ -40,12 +40,8 @@ lint: install-test
 typecheck: install-test
 	$(VENV)/bin/mypy --strict
 
-# The suite runs in PYTEST_WORKERS processes (pytest-xdist): most of its time is spent waiting
-# on broker subprocesses, clients and disks. PYTEST_WORKERS=0 runs it in this process.
-PYTEST_WORKERS ?= 2
-
 unit: install-test
-	$(PY) -m pytest -n $(PYTEST_WORKERS) $(ARGS)
+	$(PY) -m pytest $(ARGS)
 
 test: lint typecheck unit
 
