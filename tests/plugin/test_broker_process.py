@@ -1,0 +1,73 @@
+"""`BrokerProcess` and its options, outside pytest's fixtures: what reaches the broker, and the
+clear errors of a broker that cannot run, exits or never listens."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+from rmq_client.broker_process import (
+    BrokerOptions,
+    BrokerProcess,
+    BrokerStartError,
+    TlsFiles,
+    default_executable,
+    parse_executable,
+)
+
+
+def test_options_become_rmq_variables_and_the_callers_own_are_dropped() -> None:
+    options = BrokerOptions(
+        flush_disk_type="SYNC_FLUSH",
+        acl_file=pathlib.Path("/etc/acl.yml"),
+        tls=TlsFiles(pathlib.Path("/c.pem"), pathlib.Path("/k.pem"), ca=pathlib.Path("/ca.pem")),
+        config={"max_index_num": 10, "trace_on": False},
+    )
+    env = options.environment({"PATH": "/bin", "RMQ_LISTEN": "0.0.0.0:10911", "RMQ_CONFIG": "x"})
+    assert env["PATH"] == "/bin"
+    assert "RMQ_LISTEN" not in env and "RMQ_CONFIG" not in env
+    assert env["RMQ_ACL_ENABLE"] == "true" and env["RMQ_ACL_FILE"] == "/etc/acl.yml"
+    assert env["RMQ_TLS_MODE"] == "enforcing"
+    assert (env["RMQ_TLS_SERVER_CERT"], env["RMQ_TLS_SERVER_KEY"]) == ("/c.pem", "/k.pem")
+    assert env["RMQ_TLS_SERVER_CA"] == "/ca.pem"
+    assert env["RMQ_TLS_SERVER_NEED_CLIENT_AUTH"] == "none"
+    # `config` wins over the test defaults; booleans are spelt as the broker parses them
+    assert env["RMQ_MAX_INDEX_NUM"] == "10" and env["RMQ_TRACE_ON"] == "false"
+    assert env["RMQ_MAPPED_FILE_SIZE_COMMIT_LOG"] == str(64 << 20)
+
+
+def test_executable_words() -> None:
+    assert parse_executable("python3 -m broker") == ["python3", "-m", "broker"]
+    assert parse_executable(["/opt/rmq broker"]) == ["/opt/rmq broker"]
+    assert parse_executable(None) == default_executable()
+    with pytest.raises(ValueError, match="empty"):
+        parse_executable("  ")
+
+
+def test_a_missing_executable_is_a_start_error(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(BrokerStartError, match=r"cannot run .*no-such-broker"):
+        BrokerProcess(store_dir=tmp_path, executable=[str(tmp_path / "no-such-broker")])
+
+
+def test_a_broker_that_never_listens_is_reported_with_its_output(tmp_path: pathlib.Path) -> None:
+    # A stand-in that prints a line and then hangs: the arguments after -c are ignored.
+    hang = [sys.executable, "-c", "import time; print('warming up', flush=True); time.sleep(600)"]
+    with pytest.raises(BrokerStartError, match=r"did not listen within 0\.5 s:\nwarming up"):
+        BrokerProcess(store_dir=tmp_path, executable=hang, start_timeout_s=0.5)
+
+
+def test_stop_is_graceful_and_close_leaves_a_given_store(tmp_path: pathlib.Path) -> None:
+    broker = BrokerProcess(store_dir=tmp_path / "store")
+    try:
+        assert broker.running and broker.address.startswith("127.0.0.1:")
+        assert broker.namesrv_addr == broker.address
+        assert broker.stop() == 0
+        assert not broker.running
+        events = [e["event"] for e in broker.events()]
+        assert events[-1] == "shutdown_complete" and "listening" in events
+    finally:
+        broker.close()
+    # a store the caller gave is the caller's: close() leaves it
+    assert (tmp_path / "store" / "commitlog").is_dir()

@@ -1,0 +1,87 @@
+"""The pytest plugin, as another project uses it: pytest runs on sample projects in a temp dir.
+
+The runs are subprocesses (`runpytest_subprocess`), so the plugin is loaded the way an installed
+rmq-broker loads it: through its `pytest11` entry point when this checkout is installed, else
+(a worktree beside the installed checkout) with `-p`. Few brokers start: one session broker for
+the shared run, one broker that is killed and restarted, one under ini settings.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import pathlib
+import re
+import tomllib
+
+import pytest
+
+from rmq_client import pytest_plugin
+from tests.plugin import sample
+
+PLUGIN = "rmq_client.pytest_plugin"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def plugin_args() -> list[str]:
+    """`-p` only when no installed distribution declares the entry point (loading the plugin
+    twice is an error)."""
+    declared = importlib.metadata.entry_points(group="pytest11")
+    return [] if any(ep.value == PLUGIN for ep in declared) else ["-p", PLUGIN]
+
+
+def section(output: str, title_part: str) -> str:
+    """The text of the report section whose title holds `title_part`, up to the next title."""
+    title = rf"^[-=]+ [^\n]*{re.escape(title_part)}[^\n]* [-=]+$"
+    match = re.search(rf"{title}(.*?)(?:^[-=_]+ |\Z)", output, re.M | re.S)
+    assert match is not None, f"no section {title_part!r} in:\n{output}"
+    return match.group(1)
+
+
+def test_the_entry_point_names_the_plugin_module() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["entry-points"]["pytest11"] == {"rmq_broker": PLUGIN}
+    for hook in ("pytest_addoption", "pytest_configure", "pytest_runtest_makereport"):
+        assert callable(getattr(pytest_plugin, hook))
+
+
+def test_fixtures_with_the_client_package_the_cpp_client_and_a_failing_test(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\ntimeout = 120\n")
+    pytester.makeconftest(sample.SHARED_CONFTEST)
+    pytester.makepyfile(test_shared=sample.SHARED, test_factory=sample.FACTORY)
+    result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider")
+    output = result.stdout.str()
+    result.assert_outcomes(passed=4, failed=1)
+    assert "FAILED test_shared.py::test_fails_on_purpose" in output
+    # The failing test's report holds the session broker's log, up to the topic it created.
+    log = section(output, "rmq-broker 127.0.0.1:")
+    assert '"event": "listening"' in log and '"topic": "ShownInTheReport"' in log
+    assert output.count("rmq-broker 127.0.0.1:") == 1, "only the failing test has a log section"
+    # Without --rmq-keep-store every store is gone once its broker stopped.
+    for name in ("session_store.txt", "factory_store.txt"):
+        store = pathlib.Path((pytester.path / name).read_text())
+        assert store.name.startswith("rmq-store") and not store.exists()
+    assert "rmq-broker stores kept" not in output
+
+
+def test_keep_store_and_ini_settings(pytester: pytest.Pytester) -> None:
+    pytester.makeini(sample.INI)
+    pytester.makepyfile(test_keep=sample.KEEP)
+    result = pytester.runpytest_subprocess(
+        *plugin_args(), "-p", "no:cacheprovider", "--rmq-keep-store"
+    )
+    result.assert_outcomes(passed=1)
+    store = pathlib.Path((pytester.path / "kept_store.txt").read_text())
+    assert (store / "commitlog").is_dir()
+    assert str(store) in section(result.stdout.str(), "rmq-broker stores kept")
+
+
+def test_bad_ini_values_are_usage_errors(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nrmq_broker_config =\n    no equals sign here\n")
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    result = pytester.runpytest_inprocess(*plugin_args())
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "rmq_broker_config: expected `key = value`, got 'no equals sign here'" in (
+        result.stderr.str()
+    )
