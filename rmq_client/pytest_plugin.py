@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rmq_client.broker_process import BrokerOptions, BrokerProcess, TlsFiles, parse_executable
+from rmq_client.broker_process import (
+    BrokerOptions,
+    BrokerProcess,
+    BrokerStartError,
+    TlsFiles,
+    parse_executable,
+)
 
 if TYPE_CHECKING:
     from broker.blocking_client import BlockingProducer
@@ -151,14 +157,25 @@ class BrokerFactory:
             tls=tls,
             config={**settings.config, **(config or {})},
         )
-        broker = BrokerProcess(
-            options,
-            store_dir=self._tmp.mktemp("rmq-store"),
-            executable=settings.executable,
-            start_timeout_s=settings.start_timeout_s,
-        )
+        store_dir = self._tmp.mktemp("rmq-store")
+        try:
+            broker = BrokerProcess(
+                options,
+                store_dir=store_dir,
+                executable=settings.executable,
+                start_timeout_s=settings.start_timeout_s,
+            )
+        except BrokerStartError:
+            self._discard(store_dir)
+            raise
         self.brokers.append(broker)
         return broker
+
+    def _discard(self, store_dir: pathlib.Path) -> None:
+        if self._settings.keep_store:
+            self._settings.kept.append(store_dir)
+        else:
+            shutil.rmtree(store_dir, ignore_errors=True)
 
     def close(self) -> None:
         errors: list[BaseException] = []
@@ -167,10 +184,7 @@ class BrokerFactory:
                 broker.stop()
             except (OSError, TimeoutError) as exc:
                 errors.append(exc)
-            if self._settings.keep_store:
-                self._settings.kept.append(broker.store_dir)
-            else:
-                shutil.rmtree(broker.store_dir, ignore_errors=True)
+            self._discard(broker.store_dir)
         if errors:
             raise errors[0]
 

@@ -58,16 +58,23 @@ def test_a_broker_that_never_listens_is_reported_with_its_output(tmp_path: pathl
         BrokerProcess(store_dir=tmp_path, executable=hang, start_timeout_s=0.5)
 
 
-def test_stop_is_graceful_and_close_leaves_a_given_store(tmp_path: pathlib.Path) -> None:
+def test_stop_restart_and_close(tmp_path: pathlib.Path) -> None:
     broker = BrokerProcess(store_dir=tmp_path / "store")
     try:
         assert broker.running and broker.address.startswith("127.0.0.1:")
         assert broker.namesrv_addr == broker.address
+        address = broker.address
         assert broker.stop() == 0
         assert not broker.running
+        assert [e["event"] for e in broker.events()][-1] == "shutdown_complete"
+        broker.restart()
+        assert broker.running and broker.address == address
+        # the logs of both runs, in order
         events = [e["event"] for e in broker.events()]
-        assert events[-1] == "shutdown_complete" and "listening" in events
+        assert events.count("listening") == 2
+        assert events.index("shutdown_complete") < len(events) - 1
     finally:
         broker.close()
+    assert not broker.running
     # a store the caller gave is the caller's: close() leaves it
     assert (tmp_path / "store" / "commitlog").is_dir()

@@ -16,7 +16,7 @@ import tomllib
 import pytest
 
 from rmq_client import pytest_plugin
-from tests.plugin import sample
+from tests.plugin import docs, sample
 
 PLUGIN = "rmq_client.pytest_plugin"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -44,24 +44,23 @@ def test_the_entry_point_names_the_plugin_module() -> None:
         assert callable(getattr(pytest_plugin, hook))
 
 
-def test_fixtures_with_the_client_package_the_cpp_client_and_a_failing_test(
-    pytester: pytest.Pytester,
-) -> None:
-    pytester.makeini("[pytest]\ntimeout = 120\n")
-    pytester.makeconftest(sample.SHARED_CONFTEST)
-    pytester.makepyfile(test_shared=sample.SHARED, test_factory=sample.FACTORY)
-    result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider")
+def test_the_docs_project_and_a_failing_test(pytester: pytest.Pytester) -> None:
+    """docs/testing.md's pytest examples (the client package, the C++ client, a crash and
+    restart, a Trio test) with two more tests, on the doc's shared session broker."""
+    for name, text in docs.project_files().items():
+        (pytester.path / name).write_text(text)
+    pytester.makepyfile(test_shared=sample.SHARED)
+    result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", "-v")
     output = result.stdout.str()
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=5, failed=1)
     assert "FAILED test_shared.py::test_fails_on_purpose" in output
     # The failing test's report holds the session broker's log, up to the topic it created.
     log = section(output, "rmq-broker 127.0.0.1:")
     assert '"event": "listening"' in log and '"topic": "ShownInTheReport"' in log
     assert output.count("rmq-broker 127.0.0.1:") == 1, "only the failing test has a log section"
-    # Without --rmq-keep-store every store is gone once its broker stopped.
-    for name in ("session_store.txt", "factory_store.txt"):
-        store = pathlib.Path((pytester.path / name).read_text())
-        assert store.name.startswith("rmq-store") and not store.exists()
+    # Without --rmq-keep-store every store is gone once its broker stopped, or failed to start.
+    stores = list(pytester.path.glob("runpytest-*/rmq-store*"))
+    assert stores == [], stores
     assert "rmq-broker stores kept" not in output
 
 
@@ -74,6 +73,7 @@ def test_keep_store_and_ini_settings(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
     store = pathlib.Path((pytester.path / "kept_store.txt").read_text())
     assert (store / "commitlog").is_dir()
+    assert {p.resolve() for p in pytester.path.glob("runpytest-*/rmq-store*")} == {store}
     assert str(store) in section(result.stdout.str(), "rmq-broker stores kept")
 
 
