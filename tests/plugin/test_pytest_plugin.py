@@ -53,6 +53,8 @@ def test_the_docs_project_and_a_failing_test(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", "-v")
     output = result.stdout.str()
     result.assert_outcomes(passed=5, failed=1)
+    if not plugin_args():  # loaded through the entry point: pytest names its distribution
+        assert re.search(r"^plugins: .*rmq-broker-", output, re.M), output
     assert "FAILED test_shared.py::test_fails_on_purpose" in output
     # The failing test's report holds the session broker's log, up to the topic it created.
     log = section(output, "rmq-broker 127.0.0.1:")
