@@ -17,7 +17,9 @@ not passed on, so a developer's own settings never leak into a test broker.
 
 from __future__ import annotations
 
+import atexit
 import collections
+import contextlib
 import json
 import os
 import pathlib
@@ -57,6 +59,9 @@ DEFAULT_START_TIMEOUT_S: Final = 60.0
 DEFAULT_STOP_TIMEOUT_S: Final = 30.0
 _ENV_PREFIX: Final = "RMQ_"
 _READY_EVENT: Final = "listening"
+#: brokers started and not stopped yet: closed when the interpreter exits, so a script or test
+#: run that forgot one leaves neither the process nor its temporary store behind
+_RUNNING: set[BrokerProcess] = set()
 
 
 class BrokerStartError(RuntimeError):
@@ -158,6 +163,7 @@ class BrokerProcess:
         self.store_dir = store_dir
         self.port = 0
         self._lines: collections.deque[str] = collections.deque(maxlen=MAX_LOG_LINES)
+        self._line_count = 0
         self._changed = threading.Condition()
         self._process: subprocess.Popen[str] | None = None
         self._pump: threading.Thread | None = None
@@ -188,6 +194,18 @@ class BrokerProcess:
         """The log lines read so far, oldest first (at most `MAX_LOG_LINES`), across restarts."""
         with self._changed:
             return list(self._lines)
+
+    @property
+    def log_count(self) -> int:
+        """How many log lines were read in all (a mark for `logs_since`)."""
+        with self._changed:
+            return self._line_count
+
+    def logs_since(self, mark: int) -> list[str]:
+        """The lines read after `log_count` was `mark` (as many as are still kept)."""
+        with self._changed:
+            first_kept = self._line_count - len(self._lines)
+            return list(self._lines)[max(0, mark - first_kept) :]
 
     def events(self) -> list[dict[str, object]]:
         """The log lines that are JSON objects (the broker's structured events)."""
@@ -230,6 +248,7 @@ class BrokerProcess:
         except OSError as exc:
             raise BrokerStartError(f"cannot run {shlex.join(argv)}: {exc}") from None
         self._process = process
+        _RUNNING.add(self)
         self._pump = threading.Thread(target=self._read, args=(process,), daemon=True)
         self._pump.start()
         self.port = self._wait_ready(process, first_line)
@@ -239,6 +258,7 @@ class BrokerProcess:
         for line in process.stdout:
             with self._changed:
                 self._lines.append(line.rstrip("\n"))
+                self._line_count += 1
                 self._changed.notify_all()
         with self._changed:
             self._changed.notify_all()
@@ -274,6 +294,7 @@ class BrokerProcess:
     def _finish(self, timeout_s: float) -> int:
         assert self._process is not None
         code = self._process.wait(timeout_s)
+        _RUNNING.discard(self)
         if self._pump is not None:
             self._pump.join(timeout_s)
         return code
@@ -342,3 +363,10 @@ def _listening_port(line: str) -> int | None:
         return None
     port = record.get("port")
     return port if isinstance(port, int) else None
+
+
+@atexit.register
+def _stop_forgotten() -> None:
+    for broker in list(_RUNNING):
+        with contextlib.suppress(OSError, TimeoutError):
+            broker.close()

@@ -16,7 +16,7 @@ Options: `--rmq-broker-executable` (ini `rmq_broker_executable`) runs another br
 `--rmq-keep-store` (ini `rmq_keep_store`) keeps every store for a post-mortem (their paths are
 listed at the end of the run). Ini keys `rmq_broker_config` (`key = value` lines, given to
 every broker), `rmq_flush_disk_type`, `rmq_start_timeout` and `rmq_log_lines`. When a test
-fails, the last `rmq_log_lines` log lines of each broker it used are added to its report.
+fails, the last `rmq_log_lines` lines each broker it used logged during it go into its report.
 """
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ class _Settings:
 
 _SETTINGS = pytest.StashKey[_Settings]()
 _TEST_BROKERS = pytest.StashKey[list[BrokerProcess]]()
+#: where each session broker's log stood when a test began: its report shows only what follows
+_LOG_MARKS = pytest.StashKey[dict[int, int]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -246,6 +248,12 @@ def rmq_consumer(
         yield consumer
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    brokers = item.config.stash[_SETTINGS].session_brokers
+    item.stash[_LOG_MARKS] = {id(broker): broker.log_count for broker in brokers}
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -253,8 +261,9 @@ def pytest_runtest_makereport(
     report = yield
     if report.failed:
         settings = item.config.stash[_SETTINGS]
+        marks = item.stash.get(_LOG_MARKS, {})
         for broker in _brokers_of(item, settings):
-            tail = broker.logs[-settings.log_lines :]
+            tail = broker.logs_since(marks.get(id(broker), 0))[-settings.log_lines :]
             report.sections.append(
                 (f"rmq-broker {broker.address} log (last {len(tail)} lines)", "\n".join(tail))
             )

@@ -4,10 +4,16 @@ clear errors of a broker that cannot run, exits or never listens."""
 from __future__ import annotations
 
 import pathlib
+import ssl
+import subprocess
 import sys
+from functools import partial
+from typing import Any
 
 import pytest
+import trio
 
+from broker.client import Message, SendError, SessionCredentials, open_producer
 from rmq_client.broker_process import (
     BrokerOptions,
     BrokerProcess,
@@ -78,3 +84,67 @@ def test_stop_restart_and_close(tmp_path: pathlib.Path) -> None:
     assert not broker.running
     # a store the caller gave is the caller's: close() leaves it
     assert (tmp_path / "store" / "commitlog").is_dir()
+
+
+ACL = """
+accounts:
+  - accessKey: plugin-tester
+    secretKey: "tester-secret"
+    defaultTopicPerm: PUB
+"""
+
+
+def self_signed(directory: pathlib.Path) -> TlsFiles:
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+            *("-keyout", "key.pem", "-out", "cert.pem"),
+        ],
+        cwd=directory,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return TlsFiles(directory / "cert.pem", directory / "key.pem", mode="permissive")
+
+
+async def send(broker: BrokerProcess, **kwargs: Any) -> str:
+    """The send's status, or the remark of its refusal."""
+    async with open_producer(broker.host, broker.port, **kwargs) as producer:
+        try:
+            return (await producer.send(Message("Guarded", b"x"))).status.name
+        except SendError as exc:
+            return exc.remark or ""
+
+
+def test_acl_and_tls_options_reach_the_broker(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "acl.yml").write_text(ACL)
+    tls = self_signed(tmp_path)
+    options = BrokerOptions(acl_file=tmp_path / "acl.yml", tls=tls)
+    with BrokerProcess(options, store_dir=tmp_path / "store") as broker:
+        assert trio.run(send, broker).startswith("No accessKey is configured")
+        trusting = ssl.create_default_context(cafile=str(tls.cert))
+        signed = SessionCredentials("plugin-tester", "tester-secret")
+        assert trio.run(partial(send, broker, ssl_context=trusting, credentials=signed)) == (
+            "SEND_OK"
+        )
+
+
+FORGETFUL = """
+from rmq_client.broker_process import BrokerProcess
+
+broker = BrokerProcess()
+print(broker.pid, broker.store_dir, flush=True)
+"""
+
+
+def test_a_broker_left_running_is_closed_when_the_interpreter_exits() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", FORGETFUL], capture_output=True, text=True, timeout=120, check=True
+    )
+    pid, store_dir = result.stdout.split()
+    assert not pathlib.Path(store_dir).exists()
+    # gone, or a zombie its parent (that interpreter) never waited for
+    stat = pathlib.Path(f"/proc/{pid}/stat")
+    assert not stat.exists() or stat.read_text().rpartition(")")[2].split()[0] == "Z"
