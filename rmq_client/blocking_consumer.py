@@ -4,11 +4,11 @@
         messages = consumer.receive("Orders", count=3, timeout_s=10)
 
 A helper thread runs a Trio loop holding one pull-consumer connection. `receive` long-polls every
-queue of the topic at once until `count` messages have arrived, then commits the offsets it
-reached to the broker, so another consumer of the group (or this one after a restart) resumes
-after them. Messages that arrive beyond `count` are kept for the next call, never dropped; too
-few in time raise `TimeoutError` and are kept as well. A group starts at the offsets it has
-committed, else at the start of each queue.
+queue of the topic at once until `count` messages have arrived, then commits to the broker the
+offsets of what it returned, so another consumer of the group (or this one after a restart)
+resumes after them. Messages that arrive beyond `count` are kept for the next call and not
+committed yet, never dropped; too few in time raise `TimeoutError` and are kept as well. A group
+starts at the offsets it has committed, else at the start of each queue.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ class BlockingConsumer:
         #: next offset to pull, per (topic, queue id)
         self._offsets: dict[tuple[str, int], int] = {}
         self._pending: dict[str, list[ReceivedMessage]] = {}
+        self._queues: dict[str, list[int]] = {}
         kwargs.setdefault("client_id", client_id or f"python-blocking@{id(self)}")
         self._thread = threading.Thread(
             target=trio.run, args=(self._main, host, port, kwargs), daemon=True
@@ -129,27 +130,36 @@ class BlockingConsumer:
         with trio.move_on_after(timeout_s):
             if consumer.subscriptions.get(topic) != expression:
                 await consumer.subscribe(topic, expression)
-            queue_ids = await self._queue_ids(consumer, topic)
+            await self._known_queues(consumer, topic)
             if len(got) < count:
                 async with trio.open_nursery() as nursery:
                     wanted = _Round(topic, expression, got, count, nursery)
-                    for queue_id in queue_ids:
+                    for queue_id in self._queues[topic]:
                         nursery.start_soon(self._poll, consumer, wanted, queue_id)
-            with trio.CancelScope(shield=True):
-                for queue_id in queue_ids:
-                    offset = self._offsets.get((topic, queue_id))
-                    if offset is not None:
-                        await consumer.commit(topic, queue_id, offset)
-        if len(got) < count:
-            self._pending[topic] = got
+        delivered, kept = (got[:count], got[count:]) if len(got) >= count else ([], got)
+        self._pending[topic] = kept
+        await self._commit(consumer, topic, kept)
+        if not delivered:
             raise TimeoutError(
                 f"{len(got)} of {count} messages of {topic} arrived within {timeout_s:g} s"
             )
-        self._pending[topic] = got[count:]
-        return got[:count]
+        return delivered
 
-    async def _queue_ids(self, consumer: PullConsumer, topic: str) -> list[int]:
-        while True:
+    async def _commit(
+        self, consumer: PullConsumer, topic: str, kept: list[ReceivedMessage]
+    ) -> None:
+        """Commit up to what was delivered: a message kept for later is not committed yet."""
+        for queue_id in self._queues.get(topic, []):
+            offset = self._offsets.get((topic, queue_id))
+            held = [m.queue_offset for m in kept if m.queue_id == queue_id]
+            if held:
+                offset = min(held)
+            if offset is not None:
+                await consumer.commit(topic, queue_id, offset)
+
+    async def _known_queues(self, consumer: PullConsumer, topic: str) -> None:
+        """Learn the topic's queues once; wait while the topic does not exist yet."""
+        while topic not in self._queues:
             try:
                 route = await consumer.connection.get_route(topic)
             except SendError as exc:
@@ -157,7 +167,9 @@ class BlockingConsumer:
                     raise
                 await trio.sleep(ROUTE_RETRY_S)
                 continue
-            return [q for data in route.queue_datas for q in range(data.read_queue_nums)]
+            self._queues[topic] = [
+                q for data in route.queue_datas for q in range(data.read_queue_nums)
+            ]
 
     async def _poll(self, consumer: PullConsumer, wanted: _Round, queue_id: int) -> None:
         topic, got = wanted.topic, wanted.got
