@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.metadata
 import pathlib
 import re
+import shlex
+import sys
 import tomllib
 
 import pytest
@@ -68,13 +70,25 @@ def test_the_docs_project_and_a_failing_test(pytester: pytest.Pytester) -> None:
     assert "rmq-broker stores kept" not in output
 
 
-def test_keep_store_and_ini_settings(pytester: pytest.Pytester) -> None:
+def test_keep_store_executable_and_ini_settings(pytester: pytest.Pytester) -> None:
     pytester.makeini(sample.INI)
     pytester.makepyfile(test_keep=sample.KEEP)
+    # a wrapper that notes its arguments, then runs the broker
+    wrapper = pytester.path / "my broker"
+    wrapper.write_text(
+        f'#!/bin/sh\necho "$@" > "$(dirname "$0")/invoked.txt"\n'
+        f'exec "{sys.executable}" -m broker "$@"\n'
+    )
+    wrapper.chmod(0o755)
     result = pytester.runpytest_subprocess(
-        *plugin_args(), "-p", "no:cacheprovider", "--rmq-keep-store"
+        *plugin_args(),
+        "-p",
+        "no:cacheprovider",
+        "--rmq-keep-store",
+        f"--rmq-broker-executable={shlex.quote(str(wrapper))}",
     )
     result.assert_outcomes(passed=1)
+    assert (pytester.path / "invoked.txt").read_text().startswith("serve --listen 127.0.0.1:0 ")
     store = pathlib.Path((pytester.path / "kept_store.txt").read_text())
     assert (store / "commitlog").is_dir()
     assert {p.resolve() for p in pytester.path.glob("runpytest-*/rmq-store*")} == {store}
