@@ -167,7 +167,11 @@ class BrokerProcess:
         self._changed = threading.Condition()
         self._process: subprocess.Popen[str] | None = None
         self._pump: threading.Thread | None = None
-        self._start()
+        try:
+            self._start()
+        except BrokerStartError:
+            self._remove_own_store()
+            raise
 
     # -- addresses and state ------------------------------------------------------------------
 
@@ -232,8 +236,7 @@ class BrokerProcess:
             "--flush-disk-type",
             self.options.flush_disk_type,
         ]
-        with self._changed:
-            first_line = len(self._lines)
+        mark = self.log_count
         try:
             process = subprocess.Popen(
                 argv,
@@ -251,7 +254,7 @@ class BrokerProcess:
         _RUNNING.add(self)
         self._pump = threading.Thread(target=self._read, args=(process,), daemon=True)
         self._pump.start()
-        self.port = self._wait_ready(process, first_line)
+        self.port = self._wait_ready(process, mark)
 
     def _read(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
@@ -263,17 +266,16 @@ class BrokerProcess:
         with self._changed:
             self._changed.notify_all()
 
-    def _wait_ready(self, process: subprocess.Popen[str], first_line: int) -> int:
+    def _wait_ready(self, process: subprocess.Popen[str], mark: int) -> int:
         deadline = time.monotonic() + self.start_timeout_s
-        seen = first_line
+        seen = mark
         with self._changed:
             while True:
-                lines = list(self._lines)
-                for line in lines[seen:]:
+                for line in self.logs_since(seen):
                     port = _listening_port(line)
                     if port is not None:
                         return port
-                seen = len(lines)
+                seen = self._line_count
                 if process.poll() is not None and not self._pump_alive():
                     break
                 left = deadline - time.monotonic()
@@ -282,11 +284,11 @@ class BrokerProcess:
                 self._changed.wait(min(left, 1.0))
         code = process.poll()
         if code is None:
-            self.kill()
             reason = f"did not listen within {self.start_timeout_s:g} s"
         else:
             reason = f"exited with code {code} before it listened"
-        raise BrokerStartError(f"rmq-broker {reason}:\n" + "\n".join(self.logs[first_line:][-40:]))
+        self.kill()
+        raise BrokerStartError(f"rmq-broker {reason}:\n" + "\n".join(self.logs_since(mark)[-40:]))
 
     def _pump_alive(self) -> bool:
         return self._pump is not None and self._pump.is_alive()
@@ -333,8 +335,11 @@ class BrokerProcess:
         try:
             self.stop()
         finally:
-            if self._own_store and not self.keep_store:
-                shutil.rmtree(self.store_dir, ignore_errors=True)
+            self._remove_own_store()
+
+    def _remove_own_store(self) -> None:
+        if self._own_store and not self.keep_store:
+            shutil.rmtree(self.store_dir, ignore_errors=True)
 
     def __enter__(self) -> BrokerProcess:
         return self

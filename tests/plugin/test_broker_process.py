@@ -7,6 +7,7 @@ import pathlib
 import ssl
 import subprocess
 import sys
+import tempfile
 from functools import partial
 from typing import Any
 
@@ -57,11 +58,17 @@ def test_a_missing_executable_is_a_start_error(tmp_path: pathlib.Path) -> None:
         BrokerProcess(store_dir=tmp_path, executable=[str(tmp_path / "no-such-broker")])
 
 
-def test_a_broker_that_never_listens_is_reported_with_its_output(tmp_path: pathlib.Path) -> None:
+def test_a_broker_that_never_listens_is_killed_and_reported_with_its_output(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where its own store goes
     # A stand-in that prints a line and then hangs: the arguments after -c are ignored.
-    hang = [sys.executable, "-c", "import time; print('warming up', flush=True); time.sleep(600)"]
-    with pytest.raises(BrokerStartError, match=r"did not listen within 0\.5 s:\nwarming up"):
-        BrokerProcess(store_dir=tmp_path, executable=hang, start_timeout_s=0.5)
+    code = "import os, time; print('warming up', os.getpid(), flush=True); time.sleep(600)"
+    with pytest.raises(BrokerStartError, match=r"did not listen within 0\.5 s:\nwarming up") as e:
+        BrokerProcess(executable=[sys.executable, "-c", code], start_timeout_s=0.5)
+    pid = str(e.value).split()[-1]
+    assert not pathlib.Path(f"/proc/{pid}").exists()  # killed and reaped
+    assert list(tmp_path.iterdir()) == []  # and its temporary store removed
 
 
 def test_stop_restart_and_close(tmp_path: pathlib.Path) -> None:
