@@ -6,7 +6,7 @@ client connection, for tests, the `rmq-broker admin` CLI and the dashboard.
         stats = await admin.topic_stats("Orders")
 
 Each call sends one request and decodes its answer; any code but SUCCESS raises
-`broker.client.SendError` with the broker's code and remark. The name-server calls
+`rmq_client.producer.SendError` with the broker's code and remark. The name-server calls
 (`all_topics`, `topics_by_cluster`, `delete_topic_in_namesrv`, `wipe_write_perm`,
 `add_write_perm`) go to whatever address the connection is open to: a broker's own port or
 its name-server port.
@@ -19,8 +19,7 @@ import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
-from broker.acl.signing import SessionCredentials
-from broker.client import DEFAULT_TIMEOUT_S, Producer, SendError, open_producer
+from protocol.acl_signing import SessionCredentials
 from protocol.admin_topic import (
     AddWritePermOfBrokerResponseHeader,
     CreateTopicRequestHeader,
@@ -37,6 +36,7 @@ from protocol.admin_topic import (
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from rmq_client.producer import DEFAULT_TIMEOUT_S, Producer, SendError, open_producer
 
 #: PERM_READ | PERM_WRITE: what mqadmin updateTopic gives when -p is not set
 DEFAULT_PERM = 6

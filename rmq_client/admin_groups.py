@@ -1,6 +1,6 @@
 """Client calls of the consumer-group and connection admin requests, for tests and tools.
 
-Each function sends one request on an open connection (`broker.client.open_producer`; with
+Each function sends one request on an open connection (`rmq_client.producer.open_producer`; with
 ACL on, give it credentials) and returns the decoded body. A response other than SUCCESS
 raises `SendError` with the broker's code and remark.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.client import Producer, SendError
 from protocol.admin_group import (
     ConsumerConnection,
     ConsumerOffsetWrapper,
@@ -30,6 +29,7 @@ from protocol.admin_group import (
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from rmq_client.producer import Producer, SendError
 
 
 async def call(

@@ -1,4 +1,4 @@
-"""A transactional producer over `broker.client`: half message, local transaction, end, checks.
+"""A transactional producer over `rmq_client.producer`: half, local transaction, end, checks.
 
     async def local(message: Message, sent: SendResult) -> TransactionState: ...
     async def checker(half: CommitLogRecord) -> TransactionState: ...
@@ -25,7 +25,6 @@ from typing import Final
 import structlog
 import trio
 
-from broker.client import Message, Producer, SendResult, open_producer
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
@@ -36,6 +35,7 @@ from protocol.transaction_headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
 )
+from rmq_client.producer import Message, Producer, SendResult, open_producer
 from store.decode import CommitLogRecord, RecordFormatError, decode_copied_records
 from store.message import TRANSACTION_PREPARED_TYPE
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from broker.client import Producer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.consumer_headers import (
@@ -19,6 +18,7 @@ from protocol.consumer_headers import (
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
+from rmq_client.producer import Producer
 from store.decode import CommitLogRecord, decode_copied_records
 
 #: the end of time, for a query with no upper bound

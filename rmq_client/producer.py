@@ -8,7 +8,7 @@ remark; no answer in time raises `RequestTimeoutError`; a lost connection `Conne
     async with open_producer("127.0.0.1", 10911) as producer:
         result = await producer.send(Message("TopicA", b"hello", tags="TagA"))
 
-`broker.blocking_client.BlockingProducer` offers the same calls from plain threads.
+`rmq_client.blocking.BlockingProducer` offers the same calls from plain threads.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Final, TypeVar, cast
 
 import trio
 
-from broker.acl.signing import SessionCredentials, sign_request
+from protocol.acl_signing import SessionCredentials, sign_request
 from protocol.batch import BatchEntry, encode_batch_body
 from protocol.codes import LanguageCode, RequestCode, ResponseCode
 from protocol.command import RemotingCommand

@@ -1,4 +1,4 @@
-"""`BlockingProducer`: the producer of `broker.client` for code without Trio.
+"""`BlockingProducer`: the producer of `rmq_client.producer` for code without Trio.
 
 A helper thread runs a Trio loop holding one `open_producer` connection; each call is handed to
 that loop with `trio.from_thread.run` and waits for its answer, so plain threads (scripts, test
@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from broker.client import Message, Producer, SendResult, open_producer
+from rmq_client.producer import Message, Producer, SendResult, open_producer
 
 
 class BlockingProducer:

@@ -20,7 +20,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.client import Producer, SendError, open_producer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.consumer_headers import (
@@ -37,6 +36,7 @@ from protocol.consumer_headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from protocol.route import ConsumerData, ConsumerListBody, HeartbeatData, SubscriptionData
+from rmq_client.producer import Producer, SendError, open_producer
 from store.decode import CommitLogRecord, decode_copied_records
 
 #: what the broker holds a pull at most is the client's concern too: wait a little longer

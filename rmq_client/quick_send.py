@@ -15,9 +15,9 @@ from typing import Any
 
 import trio
 
-from broker.client import ConnectionClosedError, Message, Producer, SendError, open_producer
 from protocol.codes import ResponseCode
 from protocol.errors import RemotingProtocolError
+from rmq_client.producer import ConnectionClosedError, Message, Producer, SendError, open_producer
 
 #: what a peer that cannot be reached or talked to raises, alone or inside an exception group
 _UNREACHABLE = (OSError, trio.TooSlowError, ConnectionClosedError, RemotingProtocolError)
