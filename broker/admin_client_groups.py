@@ -1,0 +1,20 @@
+"""`broker.admin_client_groups` moved to `rmq_client.admin_groups`: a shim kept for one release.
+
+Importing it warns (DeprecationWarning) and hands on the objects of the new module itself.
+"""
+
+import warnings
+from typing import Any
+
+import rmq_client.admin_groups as _moved
+from rmq_client.admin_groups import *  # noqa: F403
+
+warnings.warn(
+    "broker.admin_client_groups is deprecated: import rmq_client.admin_groups instead",
+    DeprecationWarning,
+    stacklevel=2,
+)
+
+
+def __getattr__(name: str) -> Any:
+    return getattr(_moved, name)

@@ -1,0 +1,20 @@
+"""`broker.tx_client` moved to `rmq_client.transaction`: a shim kept for one release.
+
+Importing it warns (DeprecationWarning) and hands on the objects of the new module itself.
+"""
+
+import warnings
+from typing import Any
+
+import rmq_client.transaction as _moved
+from rmq_client.transaction import *  # noqa: F403
+
+warnings.warn(
+    "broker.tx_client is deprecated: import rmq_client.transaction instead",
+    DeprecationWarning,
+    stacklevel=2,
+)
+
+
+def __getattr__(name: str) -> Any:
+    return getattr(_moved, name)
