@@ -1,9 +1,9 @@
 """A Python client of RocketMQ 4.9's remoting protocol, Trio first.
 
-The modules: `producer` (one connection, sends, routes), `pull_consumer`, `transaction`,
-`query`, `admin` and `admin_groups`, `blocking` (the producer from plain threads) and
-`quick_send` (what `rmq-broker send | health` run). This package imports `protocol` and the
-store's record decoder, never the daemon's `broker` package.
+The modules: `producer` (one connection, sends, routes), `pull_consumer`, `push_consumer` (a
+handler called per message), `transaction`, `query`, `admin` and `admin_groups`, `blocking` (the
+producer from plain threads) and `quick_send` (what `rmq-broker send | health` run). This
+package imports `protocol` and the store's record decoder, never the daemon's `broker` package.
 """
 
 from rmq_client.admin import AdminClient, open_admin
@@ -21,6 +21,7 @@ from rmq_client.producer import (
     open_producer,
 )
 from rmq_client.pull_consumer import PullConsumer, PullResult, open_pull_consumer
+from rmq_client.push_consumer import PushConsumer, ReceivedMessage, open_push_consumer
 from rmq_client.query import QueryAnswer, QueryError, query_by_key, view_by_offset
 from rmq_client.transaction import (
     TransactionProducer,
@@ -37,8 +38,10 @@ __all__ = [
     "Producer",
     "PullConsumer",
     "PullResult",
+    "PushConsumer",
     "QueryAnswer",
     "QueryError",
+    "ReceivedMessage",
     "RequestTimeoutError",
     "SendError",
     "SendResult",
@@ -49,6 +52,7 @@ __all__ = [
     "open_admin",
     "open_producer",
     "open_pull_consumer",
+    "open_push_consumer",
     "open_transaction_producer",
     "query_by_key",
     "view_by_offset",
