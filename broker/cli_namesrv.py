@@ -79,16 +79,20 @@ def namesrv(  # noqa: PLR0917 (click passes every option)
     from broker.logging import configure_logging
 
     configure_logging(config.log_level)
+    config_failures: list[BaseException] = []
+    failures: list[BaseException] = []
     try:
         trio.run(_serve_until_signalled, config)
     except* KVConfigError as group:
-        for failure in group.exceptions:
-            click.echo(f"rmq-broker: configuration error: {failure}", err=True)
-        sys.exit(EXIT_CONFIG_ERROR)
-    except* OSError as bind_group:
-        for failure in bind_group.exceptions:
-            click.echo(f"rmq-broker: cannot start: {failure}", err=True)
-        sys.exit(1)
+        config_failures.extend(group.exceptions)
+    except* OSError as group:
+        failures.extend(group.exceptions)  # the listen address cannot be bound
+    for failure in config_failures:
+        click.echo(f"rmq-broker: configuration error: {failure}", err=True)
+    for failure in failures:
+        click.echo(f"rmq-broker: cannot start: {failure}", err=True)
+    if config_failures or failures:
+        sys.exit(EXIT_CONFIG_ERROR if config_failures else 1)
 
 
 async def _serve_until_signalled(config: Any) -> None:
