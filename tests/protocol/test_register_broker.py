@@ -121,6 +121,7 @@ def _part(data: bytes) -> bytes:
 
 
 VERSION_PART = _part(b'{"counter":2,"timestamp":1}')
+ONE = b"\x00\x00\x00\x01"
 
 
 @pytest.mark.parametrize(
