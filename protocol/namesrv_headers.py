@@ -42,6 +42,11 @@ class RegisterBrokerRequestHeader(_ExtFieldsHeader):
     def checked(self) -> RegisterBrokerRequestHeader:
         """Self, once the names that key the tables pass `check_label`; `HeaderFieldError`."""
         check_registration_labels(self.cluster_name, self.broker_name, self.broker_addr)
+        if len(self.ha_server_addr) > NAMESRV_LABEL_MAX_LENGTH:
+            raise HeaderFieldError(
+                "haServerAddr",
+                f"haServerAddr: the HA address is longer than {NAMESRV_LABEL_MAX_LENGTH}",
+            )
         if self.broker_id < 0:
             raise HeaderFieldError("brokerId", f"brokerId: {self.broker_id} is negative")
         return self

@@ -42,6 +42,9 @@ _TOPIC_CHARS: Final = frozenset(
     "%|-_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 )
 _WHAT: Final = "Failed to decode RegisterBrokerBody"
+#: filter servers one registration may list (4.x brokers list none)
+MAX_FILTER_SERVERS: Final = 64
+_MAX_FILTER_SERVER_LENGTH: Final = 255
 
 
 def _dumps(value: object) -> bytes:
@@ -90,7 +93,7 @@ class RegisterBrokerBody:
             _checked(TopicConfigData.read(table.object_value(name, value)))
             for name, value in entries
         )
-        servers = tuple(d.items("filterServerList", d.text_value))
+        servers = _check_servers(tuple(d.items("filterServerList", d.text_value)))
         return cls(topics, DataVersion.read(wrapper.child("dataVersion")), servers)
 
 
@@ -219,4 +222,12 @@ def _parse_servers(part: bytes) -> tuple[str, ...]:
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise _error(f"the filterServerList is not JSON: {exc}") from None
     holder = JsonObject({"filterServerList": value}, "register broker")
-    return tuple(holder.items("filterServerList", holder.text_value))
+    return _check_servers(tuple(holder.items("filterServerList", holder.text_value)))
+
+
+def _check_servers(servers: tuple[str, ...]) -> tuple[str, ...]:
+    if len(servers) > MAX_FILTER_SERVERS:
+        raise _error(f"{len(servers)} filter servers are more than {MAX_FILTER_SERVERS}")
+    if any(len(server) > _MAX_FILTER_SERVER_LENGTH for server in servers):
+        raise _error(f"a filter server address is longer than {_MAX_FILTER_SERVER_LENGTH}")
+    return servers

@@ -66,8 +66,13 @@ class NamesrvProcess:
 
 def namesrv_refused(kv_config_path: pathlib.Path) -> subprocess.CompletedProcess[str]:
     """`rmq-broker namesrv` expected to refuse to start (it exits by itself)."""
+    return run_namesrv("--listen", "127.0.0.1:0", "--kv-config-path", str(kv_config_path))
+
+
+def run_namesrv(*args: str) -> subprocess.CompletedProcess[str]:
+    """`rmq-broker namesrv ARGS` that is expected to exit by itself."""
     return subprocess.run(
-        [*NAMESRV, "--listen", "127.0.0.1:0", "--kv-config-path", str(kv_config_path)],
+        [*NAMESRV, *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import socket
 
 import trio
 
@@ -24,7 +25,7 @@ from tests.namesrv.fake_broker import (
     route_request,
     unregister_request,
 )
-from tests.namesrv.process import NamesrvProcess, namesrv_refused
+from tests.namesrv.process import NamesrvProcess, namesrv_refused, run_namesrv
 
 A = "127.0.0.1:10911"
 B = "127.0.0.1:20911"
@@ -141,3 +142,21 @@ def test_an_unreadable_kv_file_stops_the_start_and_is_left_alone(tmp_path: pathl
         f"rmq-broker: configuration error: {path}: namespace 'N' is not a table of strings"
     )
     assert path.read_text() == '{"configTable":{"N":{"k":1}}}'
+
+
+def test_a_busy_port_and_a_bad_flag_are_one_line_each(tmp_path: pathlib.Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = run_namesrv(
+            "--listen", f"127.0.0.1:{port}", "--kv-config-path", str(tmp_path / "kv")
+        )
+    assert busy.returncode == 1
+    assert busy.stderr.splitlines()[-1].startswith("rmq-broker: cannot start: ")
+    assert "Traceback" not in busy.stderr
+    bad = run_namesrv("--listen", "nowhere")
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == (
+        "rmq-broker: configuration error: --listen: expected HOST:PORT, got 'nowhere'"
+    )

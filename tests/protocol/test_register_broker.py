@@ -106,6 +106,8 @@ def test_register_header_wire_names() -> None:
     }
     with pytest.raises(HeaderFieldError, match="brokerAddr: the broker address is blank"):
         RegisterBrokerRequestHeader.from_ext_fields({**fields, "brokerAddr": " "}).checked()
+    with pytest.raises(HeaderFieldError, match="HA address is longer than 255"):
+        RegisterBrokerRequestHeader.from_ext_fields({**fields, "haServerAddr": "h" * 256}).checked()
     with pytest.raises(HeaderFieldError, match="the custom field haServerAddr is null"):
         RegisterBrokerRequestHeader.from_ext_fields(
             {k: v for k, v in fields.items() if k != "haServerAddr"}
@@ -167,6 +169,16 @@ def test_bounds_are_the_callers_not_the_peers() -> None:
         RegisterBrokerBody.decode(bomb, True, max_topics=10, max_inflated=1 << 16)
     with pytest.raises(HeaderFieldError, match="over the limit of 100"):
         RegisterBrokerBody.decode(GOLDEN_JSON, False, max_topics=10, max_inflated=100)
+
+
+def test_filter_servers_are_bounded() -> None:
+    many = RegisterBrokerBody((), VERSION, tuple(f"h:{i}" for i in range(65)))
+    for compressed in (False, True):
+        with pytest.raises(HeaderFieldError, match="65 filter servers are more than 64"):
+            RegisterBrokerBody.decode(many.encode(compressed), compressed, **LIMITS)
+    long = RegisterBrokerBody((), VERSION, ("h" * 256,))
+    with pytest.raises(HeaderFieldError, match="filter server address is longer than 255"):
+        RegisterBrokerBody.decode(long.encode(), False, **LIMITS)
 
 
 def test_data_version_body() -> None:
