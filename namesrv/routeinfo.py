@@ -37,6 +37,11 @@ PERM_WRITE = 0x2
 
 log = structlog.get_logger()
 
+# What a registration did to one topic's queue data.
+_CREATED = 1
+_CHANGED = 2
+_SAME = 0
+
 
 @dataclass(slots=True)
 class BrokerLiveInfo:
@@ -105,26 +110,31 @@ class RouteInfoManager:
                 del group.broker_addrs[stale_id]
         old_addr = group.broker_addrs.get(broker_id)
         group.broker_addrs[broker_id] = broker_addr
-        if broker_id == MASTER_ID and old_addr != broker_addr:
+        if broker_id == MASTER_ID and old_addr is not None and old_addr != broker_addr:
             log.info("master_changed", broker_name=broker_name, old=old_addr, new=broker_addr)
         first = first or old_addr is None
+        created = changed = 0
         if broker_id == MASTER_ID and (
             first or self.is_broker_topic_config_changed(broker_addr, data_version)
         ):
             for topic in topics:
-                self._create_and_update_queue_data(broker_name, topic)
+                outcome = self._create_and_update_queue_data(broker_name, topic)
+                created += outcome == _CREATED
+                changed += outcome == _CHANGED
         previous = self.broker_live_table.get(broker_addr)
         self.broker_live_table[broker_addr] = BrokerLiveInfo(
             self.clock(), data_version, conn_id, ha_server_addr
         )
-        if previous is None:
+        if previous is None or created or changed:
             log.info(
-                "broker_registered",
+                "broker_registered" if previous is None else "broker_topics_changed",
                 broker_addr=broker_addr,
                 broker_name=broker_name,
                 cluster=cluster,
                 broker_id=broker_id,
                 topics=len(topics),
+                new_topics=created,
+                changed_topics=changed,
             )
         if filter_server_list is not None:
             if filter_server_list:
@@ -154,7 +164,8 @@ class RouteInfoManager:
             return RegisterBrokerResult()
         return RegisterBrokerResult(live.ha_server_addr, master)
 
-    def _create_and_update_queue_data(self, broker_name: str, topic: TopicConfigData) -> None:
+    def _create_and_update_queue_data(self, broker_name: str, topic: TopicConfigData) -> int:
+        """Set the broker's queue data for the topic; `_CREATED`, `_CHANGED` or `_SAME`."""
         queue = QueueData(
             broker_name,
             topic.read_queue_nums,
@@ -165,19 +176,12 @@ class RouteInfoManager:
         queues = self.topic_queue_table.get(topic.topic_name)
         if queues is None:
             self.topic_queue_table[topic.topic_name] = {broker_name: queue}
-            log.info("topic_registered", topic=topic.topic_name, broker_name=broker_name)
-            return
+            return _CREATED
         old = queues.get(broker_name)
         queues[broker_name] = queue
-        if old is not None and old != queue:
-            log.info(
-                "topic_changed",
-                topic=topic.topic_name,
-                broker_name=broker_name,
-                perm=queue.perm,
-                read_queue_nums=queue.read_queue_nums,
-                write_queue_nums=queue.write_queue_nums,
-            )
+        if old is None:
+            return _CREATED
+        return _SAME if old == queue else _CHANGED
 
     def is_broker_topic_config_changed(self, broker_addr: str, version: DataVersion) -> bool:
         return self.query_broker_topic_config(broker_addr) != version
@@ -257,10 +261,17 @@ class RouteInfoManager:
             return
 
     def _remove_topics_of(self, broker_name: str) -> None:
+        """Drop the broker name's queue data; a topic left with none goes (one event)."""
+        dropped = gone = 0
         for topic, queues in list(self.topic_queue_table.items()):
-            if queues.pop(broker_name, None) is not None and not queues:
-                del self.topic_queue_table[topic]
-                log.info("topic_route_removed", topic=topic, broker_name=broker_name)
+            if queues.pop(broker_name, None) is not None:
+                dropped += 1
+                if not queues:
+                    del self.topic_queue_table[topic]
+                    gone += 1
+        log.info(
+            "broker_routes_removed", broker_name=broker_name, queue_datas=dropped, topics_gone=gone
+        )
 
     # -- queries and admin -------------------------------------------------------------------
 
