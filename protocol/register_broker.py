@@ -29,7 +29,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Final
 
-from ._fields import parse_int
+from ._fields import INT32_MAX, INT32_MIN, parse_int
 from ._json_body import JsonObject, load_object
 from .admin_topic import TOPIC_FILTER_TYPES, DataVersion, TopicConfigData
 from .errors import HeaderFieldError
@@ -90,7 +90,7 @@ class RegisterBrokerBody:
         entries = table.entries()
         _check_count(len(entries), max_topics)
         topics = tuple(
-            _checked(TopicConfigData.read(table.object_value(name, value)))
+            _checked(_fast_topic(value) or TopicConfigData.read(table.object_value(name, value)))
             for name, value in entries
         )
         servers = _check_servers(tuple(d.items("filterServerList", d.text_value)))
@@ -105,6 +105,35 @@ def encode_data_version(version: DataVersion) -> bytes:
 def decode_data_version(body: bytes | None) -> DataVersion:
     """A `DataVersion` body; absent fields are 0, `HeaderFieldError` for one that is not."""
     return DataVersion.read(load_object(body or b"{}", "data version"))
+
+
+def _fast_topic(value: object) -> TopicConfigData | None:
+    """A topic config whose fields all have their Java types and ranges, read without the
+    per-field checks of `TopicConfigData.read` (a 10,000-topic registration every 30 s);
+    None for anything else, which the checked reader then names."""
+    if type(value) is not dict:
+        return None
+    get = value.get
+    name = get("topicName")
+    read = get("readQueueNums")
+    write = get("writeQueueNums")
+    perm = get("perm")
+    sys_flag = get("topicSysFlag", 0)
+    order = get("order", False)
+    filter_type = get("topicFilterType", "SINGLE_TAG")
+    if not (
+        type(name) is str
+        and type(read) is int
+        and type(write) is int
+        and type(perm) is int
+        and type(sys_flag) is int
+        and type(order) is bool
+        and filter_type in TOPIC_FILTER_TYPES
+        and min(read, write, perm, sys_flag) >= INT32_MIN
+        and max(read, write, perm, sys_flag) <= INT32_MAX
+    ):
+        return None
+    return TopicConfigData(name, read, write, perm, filter_type, sys_flag, order)
 
 
 def _prefixed(data: bytes) -> bytes:
