@@ -93,7 +93,8 @@ class DefaultRequestProcessor:
         }
 
     async def process(self, request: RemotingCommand, peer: Peer) -> RemotingCommand:
-        """The response to `request`; never raises for bad input (unknown codes included)."""
+        """The response to `request`: an unknown code, bad input and a fault of ours each get
+        their code and remark. Never raises (except for cancellation)."""
         if request.header_error is not None:
             error = request.header_error
             return request.make_response(error.response_code, str(error))
@@ -107,6 +108,11 @@ class DefaultRequestProcessor:
             return await handler(request, peer)
         except HeaderFieldError as exc:
             return request.make_response(exc.response_code, str(exc))
+        except Exception as exc:
+            # A fault of ours: answered, so the peer's connection (and the brokers registered
+            # on it) stays; the traceback goes to the log.
+            log.exception("processor_failed", code=RequestCode.name_of(request.code))
+            return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
 
     # -- brokers -----------------------------------------------------------------------------
 

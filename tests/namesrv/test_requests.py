@@ -308,3 +308,23 @@ async def test_a_oneway_request_is_not_answered(namesrv: NamesrvServer) -> None:
         await conn.stream.send_all(encode_frame(oneway))
         answer = await conn.call(route_request("TopicT"))
         assert answer.code == ResponseCode.SUCCESS  # the first frame back answers the route
+
+
+async def test_a_fault_of_ours_is_answered_and_the_connection_kept(
+    namesrv: NamesrvServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(topic: str) -> TopicRouteData | None:
+        raise RuntimeError(f"broken lookup of {topic}")
+
+    async with connect(namesrv.port) as conn:
+        await conn.call(register_request(A, "broker-a", (T4,)))
+        monkeypatch.setattr(namesrv.routes, "pickup_topic_route_data", broken)
+        answer = await conn.call(route_request("TopicT"))
+        assert (answer.code, answer.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "broken lookup of TopicT",
+        )
+        monkeypatch.undo()
+        assert [d.broker_name for d in (await route_of(conn, "TopicT")).broker_datas] == [
+            "broker-a"
+        ]
