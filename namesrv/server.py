@@ -64,7 +64,9 @@ class _Reading:
 class NamesrvServer:
     """A running name server: its tables, bound addresses, connections, shutdown switch."""
 
-    def __init__(self, config: NamesrvConfig, routes: RouteInfoManager, kv: KVConfigManager):
+    def __init__(
+        self, config: NamesrvConfig, routes: RouteInfoManager, kv: KVConfigManager
+    ) -> None:
         self.config = config
         self.routes = routes
         self.kv = kv
@@ -110,7 +112,13 @@ class NamesrvServer:
         remote = peer_text(stream)
         if len(self.connections) >= self.config.max_connections or self._draining:
             if not self._refusing:
-                log.warning("connection_refused", remote=remote, limit=self.config.max_connections)
+                reason = "shutdown" if self._draining else "max_connections"
+                log.warning(
+                    "connection_refused",
+                    remote=remote,
+                    reason=reason,
+                    limit=self.config.max_connections,
+                )
             self._refusing = True
             await trio.aclose_forcefully(stream)
             return

@@ -328,3 +328,20 @@ async def test_a_fault_of_ours_is_answered_and_the_connection_kept(
         assert [d.broker_name for d in (await route_of(conn, "TopicT")).broker_datas] == [
             "broker-a"
         ]
+
+
+async def test_connections_past_max_connections_are_closed_at_once(
+    nursery: trio.Nursery, namesrv_config: NamesrvConfig
+) -> None:
+    server = await start_namesrv(nursery, with_changes(namesrv_config, max_connections=1))
+    async with connect(server.port) as first:
+        await first.call(register_request(A, "broker-a", (T4,)))
+        async with connect(server.port) as second:
+            assert await second.closed_by_peer()
+        assert (await route_of(first, "TopicT")).broker_datas[0].broker_addrs == {0: A}
+    with trio.fail_after(10):
+        while server.connections:  # noqa: ASYNC110 (the server's side of the close)
+            await trio.sleep(0.01)
+    async with connect(server.port) as again:  # the slot is free again
+        assert (await again.call(route_request("TopicT"))).code == ResponseCode.TOPIC_NOT_EXIST
+    server.shutdown()
