@@ -11,15 +11,16 @@ sockets: the server passes the connection's id and the peer's address.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Final
 
 import structlog
 
 from namesrv.config import NamesrvConfig
 from namesrv.kvconfig import KVConfigFullError, KVConfigManager
-from namesrv.routeinfo import RouteInfoManager
+from namesrv.routeinfo import FLAG_UNIT, FLAG_UNIT_SUB, RouteInfoManager
 from protocol.admin_topic import (
     AddWritePermOfBrokerResponseHeader,
     BrokerNameRequestHeader,
@@ -28,6 +29,7 @@ from protocol.admin_topic import (
     GetTopicsByClusterRequestHeader,
     TopicList,
     WipeWritePermOfBrokerResponseHeader,
+    properties_text,
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -90,6 +92,11 @@ class DefaultRequestProcessor:
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
             RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list,
+            RequestCode.GET_UNIT_TOPIC_LIST: self.get_unit_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_unit_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_unit_topic_list,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_namesrv_config,
         }
 
     async def process(self, request: RemotingCommand, peer: Peer) -> RemotingCommand:
@@ -216,6 +223,21 @@ class DefaultRequestProcessor:
         body = TopicList(self.routes.get_topics_by_cluster(header.cluster)).to_json()
         return request.make_response(ResponseCode.SUCCESS, body=body)
 
+    async def get_system_topic_list(self, request: RemotingCommand, peer: Peer) -> RemotingCommand:
+        names, addr = self.routes.get_system_topic_list()
+        return request.make_response(ResponseCode.SUCCESS, body=TopicList(names, addr).to_json())
+
+    async def get_unit_topic_list(self, request: RemotingCommand, peer: Peer) -> RemotingCommand:
+        """GET_UNIT_TOPIC_LIST (311), GET_HAS_UNIT_SUB_TOPIC_LIST (312) and
+        GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313), by the topics' sys flags."""
+        topics = self.routes.topics_by_sys_flag(_UNIT_PICKS[request.code])
+        return request.make_response(ResponseCode.SUCCESS, body=TopicList(topics).to_json())
+
+    async def get_namesrv_config(self, request: RemotingCommand, peer: Peer) -> RemotingCommand:
+        """GET_NAMESRV_CONFIG (319): the settings as Java properties, 4.9's names where it has
+        one (`kvConfigPath`, `listenPort`, ...), the others in camelCase."""
+        return request.make_response(ResponseCode.SUCCESS, body=config_properties(self.config))
+
     async def delete_topic_in_namesrv(
         self, request: RemotingCommand, peer: Peer
     ) -> RemotingCommand:
@@ -280,6 +302,30 @@ class DefaultRequestProcessor:
                 raise HeaderFieldError(
                     name, f"{name}: {len(text)} characters are more than {limit}"
                 )
+
+
+_UNIT_PICKS: Final[dict[int, Callable[[int], bool]]] = {
+    RequestCode.GET_UNIT_TOPIC_LIST: lambda flag: bool(flag & FLAG_UNIT),
+    RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: lambda flag: bool(flag & FLAG_UNIT_SUB),
+    RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: (
+        lambda flag: not flag & FLAG_UNIT and bool(flag & FLAG_UNIT_SUB)
+    ),
+}
+#: NamesrvConfig fields under their 4.9 names (`NamesrvConfig`, `NettyServerConfig`)
+_JAVA_NAMES: Final = {
+    "listen_port": "listenPort",
+    "idle_timeout_s": "serverChannelMaxIdleTimeSeconds",
+}
+
+
+def config_properties(config: NamesrvConfig) -> bytes:
+    """Every setting as `name=value` lines, names in camelCase."""
+    values: dict[str, str] = {}
+    for item in fields(config):
+        name = _JAVA_NAMES.get(item.name) or re.sub(r"_([a-z])", lambda m: m[1].upper(), item.name)
+        value = getattr(config, item.name)
+        values[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return properties_text(values)
 
 
 def _not_persisted(request: RemotingCommand, exc: OSError) -> RemotingCommand:

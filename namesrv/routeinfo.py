@@ -34,6 +34,9 @@ from protocol.route import BrokerData, ClusterInfo, QueueData, TopicRouteData
 #: `PermName`: the bits of a queue's perm
 PERM_READ = 0x4
 PERM_WRITE = 0x2
+#: `TopicSysFlag`: a unit topic, a topic with unit subscriptions
+FLAG_UNIT = 0x1
+FLAG_UNIT_SUB = 0x2
 
 log = structlog.get_logger()
 
@@ -311,6 +314,31 @@ class RouteInfoManager:
         names = self.cluster_addr_table.get(cluster, set())
         return frozenset(
             topic for topic, queues in self.topic_queue_table.items() if names & queues.keys()
+        )
+
+    def get_system_topic_list(self) -> tuple[frozenset[str], str | None]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS: every cluster name and broker name (4.9 lists them
+        as the topics named after them), and one broker's address for the client to ask."""
+        names = set(self.cluster_addr_table)
+        for brokers in self.cluster_addr_table.values():
+            names |= brokers
+        addr = next(
+            (
+                next(iter(g.broker_addrs.values()))
+                for g in self.broker_addr_table.values()
+                if g.broker_addrs
+            ),
+            None,
+        )
+        return frozenset(names), addr
+
+    def topics_by_sys_flag(self, pick: Callable[[int], bool]) -> frozenset[str]:
+        """The topics whose first queue data (by broker name) has a topicSysFlag `pick`
+        accepts: GET_UNIT_TOPIC_LIST and its two siblings."""
+        return frozenset(
+            topic
+            for topic, queues in self.topic_queue_table.items()
+            if pick(queues[min(queues)].topic_sys_flag)
         )
 
     def delete_topic(self, topic: str, cluster: str | None = None) -> bool:

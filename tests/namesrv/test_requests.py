@@ -15,7 +15,7 @@ import trio
 
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
-from protocol.admin_topic import DataVersion, TopicConfigData, TopicList
+from protocol.admin_topic import DataVersion, TopicConfigData, TopicList, parse_properties
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import encode_frame
@@ -345,3 +345,33 @@ async def test_connections_past_max_connections_are_closed_at_once(
     async with connect(server.port) as again:  # the slot is free again
         assert (await again.call(route_request("TopicT"))).code == ResponseCode.TOPIC_NOT_EXIST
     server.shutdown()
+
+
+async def test_system_and_unit_topic_lists_and_the_config(namesrv: NamesrvServer) -> None:
+    unit = TopicConfigData("Unit", 1, 1, 6, topic_sys_flag=1)
+    unit_sub = TopicConfigData("UnitSub", 1, 1, 6, topic_sys_flag=2)
+    both = TopicConfigData("Both", 1, 1, 6, topic_sys_flag=3)
+    async with connect(namesrv.port) as conn:
+        await conn.call(register_request(A, "broker-a", (T4, unit, unit_sub, both)))
+        system = await conn.call(request(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS))
+        assert TopicList.from_json(system.body) == TopicList(
+            frozenset({"DefaultCluster", "broker-a"}), A
+        )
+        lists = {}
+        for code in (
+            RequestCode.GET_UNIT_TOPIC_LIST,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST,
+        ):
+            lists[code] = TopicList.from_json((await conn.call(request(code))).body).topic_list
+        assert lists == {
+            RequestCode.GET_UNIT_TOPIC_LIST: {"Unit", "Both"},
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: {"UnitSub", "Both"},
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: {"UnitSub"},
+        }
+        config = await conn.call(request(RequestCode.GET_NAMESRV_CONFIG))
+        properties = parse_properties(config.body)
+        assert properties["kvConfigPath"] == namesrv.config.kv_config_path
+        assert properties["listenPort"] == "0"
+        assert properties["orderMessageEnable"] == "false"
+        assert properties["brokerExpiredS"] == "120.0"
