@@ -204,26 +204,26 @@ class RouteInfoManager:
         self, cluster: str, broker_addr: str, broker_name: str, broker_id: int
     ) -> None:
         """UNREGISTER_BROKER: forget the address; a broker name left with none takes its
-        topics' queue data along."""
+        topics' queue data along. Unlike 4.9, the broker id's address is only dropped when it
+        is `broker_addr`: a stale or mistaken request cannot remove a live broker that took
+        the id over. `cluster` is not needed to find the broker name (it is dropped from
+        every cluster that lists it)."""
         live = self.broker_live_table.pop(broker_addr, None)
         self.filter_server_table.pop(broker_addr, None)
         group = self.broker_addr_table.get(broker_name)
-        removed = group is not None and group.broker_addrs.pop(broker_id, None) is not None
+        removed = group is not None and group.broker_addrs.get(broker_id) == broker_addr
+        if group is not None and removed:
+            del group.broker_addrs[broker_id]
         log.info(
             "broker_unregistered",
             broker_addr=broker_addr,
             broker_name=broker_name,
+            cluster=cluster,
             was_live=live is not None,
             address_removed=removed,
         )
         if group is not None and not group.broker_addrs:
-            del self.broker_addr_table[broker_name]
-            names = self.cluster_addr_table.get(cluster)
-            if names is not None:
-                names.discard(broker_name)
-                if not names:
-                    del self.cluster_addr_table[cluster]
-            self._remove_topics_of(broker_name)
+            self._drop_broker_name(broker_name)
 
     def scan_not_active_broker(self) -> list[str]:
         """Forget every broker address not registered for `broker_expired_s`; their addresses."""
@@ -250,18 +250,18 @@ class RouteInfoManager:
         self.filter_server_table.pop(broker_addr, None)
         for name, group in list(self.broker_addr_table.items()):
             ids = [i for i, a in group.broker_addrs.items() if a == broker_addr]
-            if not ids:
-                continue
             for broker_id in ids:
                 del group.broker_addrs[broker_id]
-            if not group.broker_addrs:
-                del self.broker_addr_table[name]
-                for cluster, names in list(self.cluster_addr_table.items()):
-                    names.discard(name)
-                    if not names:
-                        del self.cluster_addr_table[cluster]
-                self._remove_topics_of(name)
-            return
+            if ids and not group.broker_addrs:
+                self._drop_broker_name(name)
+
+    def _drop_broker_name(self, broker_name: str) -> None:
+        del self.broker_addr_table[broker_name]
+        for cluster, names in list(self.cluster_addr_table.items()):
+            names.discard(broker_name)
+            if not names:
+                del self.cluster_addr_table[cluster]
+        self._remove_topics_of(broker_name)
 
     def _remove_topics_of(self, broker_name: str) -> None:
         """Drop the broker name's queue data; a topic left with none goes (one event)."""

@@ -159,6 +159,17 @@ def test_unregister_takes_the_brokers_topics_and_empty_cluster_along() -> None:
     assert A_MASTER not in routes.broker_live_table
 
 
+def test_unregistering_an_address_the_id_no_longer_has_leaves_the_broker() -> None:
+    routes, _ = table()
+    register(routes, A_MASTER, "broker-a", topic("T"))
+    routes.unregister_broker("C1", A_SLAVE, "broker-a", 0)  # id 0 is A_MASTER's
+    assert routes.broker_addr_table["broker-a"].broker_addrs == {0: A_MASTER}
+    assert routes.pickup_topic_route_data("T") is not None
+    routes.unregister_broker("C9", A_MASTER, "broker-a", 0)  # any cluster name: found by name
+    assert routes.get_all_cluster_info().cluster_addr_table == {}
+    assert routes.pickup_topic_route_data("T") is None
+
+
 def test_expiry_forgets_only_brokers_silent_for_longer_than_the_expiry() -> None:
     routes, clock = table()
     register(routes, A_MASTER, "broker-a", topic("T"))
