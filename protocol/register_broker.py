@@ -32,8 +32,11 @@ from typing import Final
 from ._fields import INT32_MAX, INT32_MIN, parse_int
 from ._json_body import JsonObject, load_object
 from .admin_topic import TOPIC_FILTER_TYPES, DataVersion, TopicConfigData
+from .codes import RequestCode
+from .command import RemotingCommand
 from .errors import HeaderFieldError
 from .names import SUBSCRIPTION_TOPIC_MAX_LENGTH, VALID_NAME_PATTERN
+from .namesrv_headers import RegisterBrokerRequestHeader, crc32_of
 
 _INT32: Final = struct.Struct(">i")
 #: `Deflater.BEST_COMPRESSION`, what the 4.9 broker compresses with
@@ -95,6 +98,30 @@ class RegisterBrokerBody:
         )
         servers = _check_servers(tuple(d.items("filterServerList", d.text_value)))
         return cls(topics, DataVersion.read(wrapper.child("dataVersion")), servers)
+
+
+def register_broker_request(  # noqa: PLR0917 (the header's fields, in 4.9's order)
+    cluster: str,
+    broker_addr: str,
+    broker_name: str,
+    broker_id: int,
+    ha_server_addr: str,
+    body: RegisterBrokerBody,
+    *,
+    compressed: bool = False,
+    opaque: int = 0,
+) -> RemotingCommand:
+    """REGISTER_BROKER as `BrokerOuterAPI.registerBrokerAll` sends it: the body encoded as the
+    header says, `bodyCrc32` of the bytes sent. The answer's ext fields read as
+    `RegisterBrokerResponseHeader`, its body (when present) as the ORDER_TOPIC_CONFIG
+    `KVTable`."""
+    data = body.encode(compressed)
+    header = RegisterBrokerRequestHeader(
+        broker_name, broker_addr, cluster, ha_server_addr, broker_id, compressed, crc32_of(data)
+    )
+    return RemotingCommand.request(
+        RequestCode.REGISTER_BROKER, header.to_ext_fields(), data, opaque=opaque
+    )
 
 
 def encode_data_version(version: DataVersion) -> bytes:

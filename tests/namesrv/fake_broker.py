@@ -1,8 +1,8 @@
 """Raw remoting requests to a name server, as a 4.9 broker and clients build them.
 
-`register_request` builds REGISTER_BROKER as `BrokerOuterAPI.registerBrokerAll` does (body
-encoded compressed or not, `bodyCrc32` of the bytes sent); `NamesrvConnection` is a bare TCP
-connection that writes frames and reads the answer to each, for tests that must see the wire.
+`register_request` builds REGISTER_BROKER through `protocol.register_broker`, as a broker of
+this project will; `NamesrvConnection` is a bare TCP connection that writes frames and reads
+the answer to each, for tests that must see the wire.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from protocol.admin_topic import DataVersion, TopicConfigData
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
-from protocol.namesrv_headers import RegisterBrokerRequestHeader, crc32_of
-from protocol.register_broker import RegisterBrokerBody
+from protocol.register_broker import RegisterBrokerBody, register_broker_request
 
 _opaques = itertools.count(1)
 FIRST_VERSION = DataVersion(1, 1000)
@@ -35,11 +34,16 @@ def register_request(
     compressed: bool = False,
     ha_addr: str | None = None,
 ) -> RemotingCommand:
-    body = RegisterBrokerBody(topics, version).encode(compressed)
-    header = RegisterBrokerRequestHeader(
-        name, addr, cluster, ha_addr or addr, broker_id, compressed, crc32_of(body)
+    return register_broker_request(
+        cluster,
+        addr,
+        name,
+        broker_id,
+        ha_addr or addr,
+        RegisterBrokerBody(topics, version),
+        compressed=compressed,
+        opaque=next(_opaques),
     )
-    return request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
 
 
 def unregister_request(addr: str, name: str, *, cluster: str = "DefaultCluster") -> RemotingCommand:

@@ -25,7 +25,11 @@ from protocol.namesrv_headers import (
     RegisterBrokerResponseHeader,
     crc32_of,
 )
-from protocol.register_broker import RegisterBrokerBody, decode_data_version
+from protocol.register_broker import (
+    RegisterBrokerBody,
+    decode_data_version,
+    register_broker_request,
+)
 
 LIMITS = {"max_topics": 1000, "max_inflated": 1 << 20}
 VERSION = DataVersion(2, 1700000000123)
@@ -112,6 +116,32 @@ def test_register_header_wire_names() -> None:
         RegisterBrokerRequestHeader.from_ext_fields(
             {k: v for k, v in fields.items() if k != "haServerAddr"}
         )
+
+
+def test_register_request_carries_the_crc_of_the_bytes_it_sends() -> None:
+    body = RegisterBrokerBody((TOPIC_A,), VERSION)
+    for compressed in (False, True):
+        request = register_broker_request(
+            "C",
+            "127.0.0.1:10911",
+            "broker-a",
+            1,
+            "127.0.0.1:10912",
+            body,
+            compressed=compressed,
+            opaque=7,
+        )
+        assert (request.code, request.opaque, request.is_response) == (103, 7, False)
+        assert request.body == body.encode(compressed)
+        assert request.ext_fields == {
+            "brokerName": "broker-a",
+            "brokerAddr": "127.0.0.1:10911",
+            "clusterName": "C",
+            "haServerAddr": "127.0.0.1:10912",
+            "brokerId": "1",
+            "compressed": "true" if compressed else "false",
+            "bodyCrc32": str(zlib.crc32(request.body) & 0x7FFFFFFF),
+        }
 
 
 def _compressed(*parts: bytes) -> bytes:
