@@ -96,6 +96,7 @@ def namesrv(  # noqa: PLR0917 (click passes every option)
 
 
 async def _serve_until_signalled(config: Any) -> None:
+    from broker.refusals import RefusalLog
     from namesrv.server import NamesrvServer, serve
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -103,7 +104,9 @@ async def _serve_until_signalled(config: Any) -> None:
             started: list[NamesrvServer] = []
 
             async def run(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-                await serve(config, task_status=task_status)
+                # The broker's refusal log: one event per refused request, rate limited.
+                refusals = RefusalLog().refused
+                await serve(config, refusals=refusals, task_status=task_status)
                 nursery.cancel_scope.cancel()  # served and shut down: stop watching signals
 
             async def watch() -> None:

@@ -64,7 +64,9 @@ class Peer:
     """The connection a request arrived on."""
 
     conn_id: int
+    #: the address as logs write it
     remote: str
+    address: tuple[str, int] = ("?", 0)
 
 
 Handler = Callable[[RemotingCommand, Peer], Awaitable[RemotingCommand]]
@@ -126,9 +128,6 @@ class DefaultRequestProcessor:
     async def register_broker(self, request: RemotingCommand, peer: Peer) -> RemotingCommand:
         header = RegisterBrokerRequestHeader.from_ext_fields(request.ext_fields).checked()
         if header.body_crc32 != 0 and crc32_of(request.body) != header.body_crc32:
-            log.warning(
-                "register_broker_crc_mismatch", broker_addr=header.broker_addr, remote=peer.remote
-            )
             return request.make_response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
         if request.body is None:
             body = RegisterBrokerBody((), DataVersion(0, 0), ())

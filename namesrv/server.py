@@ -5,17 +5,20 @@ expires brokers every `scan_interval_s`, and serves connections until `NamesrvSe
 it reports the running server through `task_status` (`server = await nursery.start(serve, c)`).
 A connection reads frames (`protocol.FrameDecoder`) and answers each request in turn: every
 request is an in-memory table operation or a small file write, so one at a time per connection
-keeps answers in order and memory bounded by one frame. When a connection closes, the brokers
-whose last registration came on it leave the routes (4.9's `BrokerHousekeepingService`). A
-connection that sent nothing for `idle_timeout_s` is closed (4.9's channel idle time); garbage
-on the wire closes it after the whole frames before it are answered. Shutdown: stop accepting,
-stop reading, let running requests finish within `shutdown_timeout_s`. Signals are the CLI's.
+keeps answers in order and memory bounded by one frame. Every answer with an error code goes
+to the `refusals` recorder the caller passes (the CLI's is rate limited). When a connection
+closes, the brokers whose last registration came on it leave the routes (4.9's
+`BrokerHousekeepingService`). A connection that sent nothing for `idle_timeout_s` is closed
+(4.9's channel idle time); garbage on the wire closes it after the whole frames before it are
+answered. Shutdown: stop accepting, stop reading, let running requests finish within
+`shutdown_timeout_s`. Signals are the CLI's.
 """
 
 from __future__ import annotations
 
 import errno
 import itertools
+from collections.abc import Callable
 from typing import Final
 
 import structlog
@@ -37,14 +40,18 @@ ACCEPT_CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENO
 ACCEPT_RETRY_S: Final = 0.1
 _conn_ids = itertools.count(1)
 
+#: (peer (ip, port), request code, response code, remark) -> whether it was logged; the
+#: broker's `RefusalLog.refused` fits (it rate-limits, so a peer cannot flood the log)
+RecordRefusal = Callable[[tuple[str, int], int, int, str | None], object]
 
-def peer_text(stream: trio.SocketStream) -> str:
-    """`ip:port` of the peer (`[v6]:port`), or "?" once the socket is gone."""
+
+def peer_address(stream: trio.SocketStream) -> tuple[str, int]:
+    """(ip, port) of the peer; ("?", 0) once the socket is gone."""
     try:
         host, port = stream.socket.getpeername()[:2]
     except OSError:
-        return "?"
-    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+        return ("?", 0)
+    return str(host), int(port)
 
 
 class _Reading:
@@ -65,9 +72,15 @@ class NamesrvServer:
     """A running name server: its tables, bound addresses, connections, shutdown switch."""
 
     def __init__(
-        self, config: NamesrvConfig, routes: RouteInfoManager, kv: KVConfigManager
+        self,
+        config: NamesrvConfig,
+        routes: RouteInfoManager,
+        kv: KVConfigManager,
+        refusals: RecordRefusal | None = None,
     ) -> None:
         self.config = config
+        #: told of every answer with an error code (the CLI passes a rate-limited log)
+        self.refusals = refusals
         self.routes = routes
         self.kv = kv
         self.processor = DefaultRequestProcessor(config, routes, kv)
@@ -109,7 +122,9 @@ class NamesrvServer:
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """Serve one connection to its end; never raises."""
-        remote = peer_text(stream)
+        address = peer_address(stream)
+        host, port = address
+        remote = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         if len(self.connections) >= self.config.max_connections or self._draining:
             if not self._refusing:
                 reason = "shutdown" if self._draining else "max_connections"
@@ -123,7 +138,7 @@ class NamesrvServer:
             await trio.aclose_forcefully(stream)
             return
         self._refusing = False
-        peer = Peer(next(_conn_ids), remote)
+        peer = Peer(next(_conn_ids), remote, address)
         reading = _Reading()
         self.connections[peer.conn_id] = reading
         with structlog.contextvars.bound_contextvars(conn_id=peer.conn_id, remote=remote):
@@ -177,6 +192,8 @@ class NamesrvServer:
         self, stream: trio.SocketStream, request: RemotingCommand, peer: Peer
     ) -> bool:
         response = await self.processor.process(request, peer)
+        if response.code and self.refusals is not None:
+            self.refusals(peer.address, request.code, response.code, response.remark)
         if request.is_oneway:
             return True
         try:
@@ -212,9 +229,11 @@ class NamesrvServer:
 async def serve(
     config: NamesrvConfig,
     *,
+    refusals: RecordRefusal | None = None,
     task_status: trio.TaskStatus[NamesrvServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the name server until `NamesrvServer.shutdown()`; report it once it accepts.
+    `refusals` is told of every request answered with an error code.
 
     Raises `KVConfigError` for an unusable KV config file, OSError when the listen address
     cannot be bound.
@@ -228,7 +247,7 @@ async def serve(
     )
     host = None if config.listen_host in ("", "*", "0.0.0.0") else config.listen_host
     listeners = await trio.open_tcp_listeners(config.listen_port, host=host)
-    server = NamesrvServer(config, routes, kv)
+    server = NamesrvServer(config, routes, kv, refusals)
     server.addresses = [tuple(lst.socket.getsockname()[:2]) for lst in listeners]
     async with trio.open_nursery() as connections:
         await connections.start(server.scan_loop)

@@ -160,3 +160,20 @@ def test_a_busy_port_and_a_bad_flag_are_one_line_each(tmp_path: pathlib.Path) ->
     assert bad.stderr.strip() == (
         "rmq-broker: configuration error: --listen: expected HOST:PORT, got 'nowhere'"
     )
+
+
+async def test_a_refused_request_is_one_log_event(tmp_path: pathlib.Path) -> None:
+    server = NamesrvProcess(tmp_path / "kvConfig.json")
+    try:
+        async with connect(server.port) as conn:
+            bad = register_request(A, "broker-a", (TOPIC,))
+            bad.ext_fields["bodyCrc32"] = "1"
+            answer = await conn.call(bad)
+            assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
+            with trio.fail_after(30):
+                refused = await trio.to_thread.run_sync(server.wait_for, "request_refused")
+    finally:
+        assert server.stop() == 0
+    assert refused["request"] == "REGISTER_BROKER"
+    assert refused["response"] == "SYSTEM_ERROR"
+    assert refused["remark"] == "crc32 not match"
