@@ -1,5 +1,5 @@
-"""Command-line interface of rmq-broker: `serve`, `inspect`, `query`, `send`, `health`, `admin`
-(and `pipeline`).
+"""Command-line interface of rmq-broker: `serve`, `inspect`, `query`, `send`, `health`, `admin`,
+`namesrv` (and `pipeline`).
 
 Owns flags, exit codes and output; the work lives in `broker.server`, `store.reader` and
 `rmq_client.producer`. `serve` runs in the foreground: the first SIGTERM or SIGINT starts a graceful
@@ -26,6 +26,7 @@ import trio
 
 from broker import __version__
 from broker.admin_cli import admin
+from broker.cli_namesrv import namesrv
 from broker.cli_query import query
 from broker.config import BrokerConfig, ConfigError, HostPort, load_config
 from store.config import MessageStoreConfig
@@ -298,3 +299,4 @@ def _add_pipeline_group() -> None:
 _add_pipeline_group()
 main.add_command(admin)
 main.add_command(query)
+main.add_command(namesrv)
