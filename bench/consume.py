@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import trio
 
 from bench._common import percentile, report, rss_mib
-from broker.client import Message, Producer, open_producer
-from broker.pull_client import PullConsumer, open_pull_consumer
+from rmq_client.producer import Message, Producer, open_producer
+from rmq_client.pull_consumer import PullConsumer, open_pull_consumer
 
 BODY_SIZE = 1024
 QUEUES = 4

@@ -27,11 +27,11 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import report
-from broker.client import Message, open_producer
 from broker.config import build_config
 from broker.dashboard import http
 from broker.server import BrokerServer, serve
 from broker.topic_config import TopicConfig
+from rmq_client.producer import Message, open_producer
 
 
 def fetch(port: int, name: str, query: dict[str, str]) -> float:

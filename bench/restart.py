@@ -27,7 +27,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import report
-from broker.quick_send import check_health
+from rmq_client.quick_send import check_health
 from store.config import MessageStoreConfig
 from store.message import MessageExtBrokerInner
 from store.message_store import DefaultMessageStore

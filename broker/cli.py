@@ -1,8 +1,8 @@
-"""Command-line interface of rmq-broker: `serve`, `inspect`, `query`, `send`, `health`, `admin`
-(and `pipeline`).
+"""Command-line interface of rmq-broker: `serve`, `inspect`, `query`, `send`, `health`, `admin`,
+`namesrv` (and `pipeline`).
 
 Owns flags, exit codes and output; the work lives in `broker.server`, `store.reader` and
-`broker.client`. `serve` runs in the foreground: the first SIGTERM or SIGINT starts a graceful
+`rmq_client.producer`. `serve` runs in the foreground: the first SIGTERM or SIGINT starts a graceful
 shutdown (exit 0 once the store is closed), a second one exits at once. Configuration errors
 are one line on stderr, never a traceback. The `pipeline` group (Spark jobs) is loaded from
 `broker.cli_pipeline` when that module is present.
@@ -26,6 +26,7 @@ import trio
 
 from broker import __version__
 from broker.admin_cli import admin
+from broker.cli_namesrv import namesrv
 from broker.cli_query import query
 from broker.config import BrokerConfig, ConfigError, HostPort, load_config
 from store.config import MessageStoreConfig
@@ -249,7 +250,7 @@ def send(  # noqa: PLR0917 (click passes every option)
     timeout_s: float,
 ) -> None:
     """Send COUNT messages of SIZE bytes and print a JSON summary."""
-    from broker.quick_send import QuickSendError, run_quick_send
+    from rmq_client.quick_send import QuickSendError, run_quick_send
 
     address = _addr(namesrv, "--namesrv")
     try:
@@ -277,7 +278,7 @@ def send(  # noqa: PLR0917 (click passes every option)
 @click.option("--timeout", "timeout_s", default=3.0, show_default=True, type=_SECONDS)
 def health(addr: str, timeout_s: float) -> None:
     """Exit 0 when the broker answers GET_BROKER_CLUSTER_INFO correctly, 1 otherwise."""
-    from broker.quick_send import check_health
+    from rmq_client.quick_send import check_health
 
     address = _addr(addr, "--addr")
     problem = trio.run(check_health, address.host, address.port, timeout_s)
@@ -298,3 +299,4 @@ def _add_pipeline_group() -> None:
 _add_pipeline_group()
 main.add_command(admin)
 main.add_command(query)
+main.add_command(namesrv)

@@ -18,11 +18,11 @@ from typing import NoReturn
 import click
 import trio
 
-from broker.client import UNREACHABLE, open_producer
 from broker.config import ConfigError, HostPort
 from broker.inspect import query_store, record_json, view_store
-from broker.query_client import QueryError, query_by_key, view_by_offset
 from protocol.msgid import InvalidMessageIdError, decode_offset_msg_id
+from rmq_client.producer import UNREACHABLE, open_producer
+from rmq_client.query import QueryError, query_by_key, view_by_offset
 from store.decode import CommitLogRecord, RecordFormatError
 
 

@@ -16,9 +16,9 @@ import pytest
 import trio
 from hypothesis import settings
 
-from broker.client import Producer, open_producer
 from broker.config import BrokerConfig, build_config
 from broker.server import BrokerServer, serve
+from rmq_client.producer import Producer, open_producer
 
 # No per-example deadline: it is a timing assertion (200 ms by default) that fails on a loaded
 # machine; a hung example is still caught by the pytest timeout.

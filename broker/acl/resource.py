@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from broker.acl.permission import Permission, is_retry_topic, retry_topic
-from broker.acl.signing import ACCESS_KEY, SIGNATURE
+from protocol.acl_signing import ACCESS_KEY, SIGNATURE
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.errors import RemotingProtocolError

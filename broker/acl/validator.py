@@ -42,7 +42,7 @@ from broker.acl.resource import (
     AccessResource,
     parse_access_resource,
 )
-from broker.acl.signing import request_signature, signature_matches
+from protocol.acl_signing import request_signature, signature_matches
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 

@@ -21,9 +21,9 @@ from broker.admin_cli.common import (
 )
 from broker.admin_cli.common import masters as brokers_of
 from broker.admin_cli.output import Report, Table
-from broker.admin_client import AdminClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from rmq_client.admin import AdminClient
 
 
 async def _runtime(target: Target, broker: BrokerAt) -> dict[str, str]:

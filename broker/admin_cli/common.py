@@ -20,21 +20,21 @@ from typing import IO, Any, Final, TypeAlias
 import click
 import trio
 
-from broker.acl.signing import SessionCredentials
 from broker.admin_cli.output import Report, render
-from broker.admin_client import ADMIN_GROUP, AdminClient
-from broker.client import (
+from broker.config import ConfigError, HostPort
+from protocol.acl_signing import SessionCredentials
+from protocol.errors import RemotingProtocolError
+from protocol.fastjson import FastjsonError
+from protocol.route import ClusterInfo, TopicRouteData
+from rmq_client.admin import ADMIN_GROUP, AdminClient
+from rmq_client.producer import (
     UNREACHABLE,
     Producer,
     RequestTimeoutError,
     SendError,
     open_producer,
 )
-from broker.config import ConfigError, HostPort
-from broker.query_client import QueryError
-from protocol.errors import RemotingProtocolError
-from protocol.fastjson import FastjsonError
-from protocol.route import ClusterInfo, TopicRouteData
+from rmq_client.query import QueryError
 
 MASTER_ID: Final = 0
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from broker import admin_client_groups as calls
 from broker.admin_cli.common import (
     AdminError,
     AdminUsageError,
@@ -24,8 +23,6 @@ from broker.admin_cli.common import (
     topic_route,
 )
 from broker.admin_cli.output import Report, Table
-from broker.client import RequestTimeoutError, SendError
-from broker.pull_client import PullConsumer
 from protocol.admin_group import (
     ConsumerConnection,
     ConsumeStats,
@@ -35,6 +32,9 @@ from protocol.admin_group import (
 )
 from protocol.codes import ResponseCode
 from protocol.fastjson import ObjectKey
+from rmq_client import admin_groups as calls
+from rmq_client.producer import RequestTimeoutError, SendError
+from rmq_client.pull_consumer import PullConsumer
 
 ADMIN_CLIENT_ID = "rmq-broker-admin@0"
 

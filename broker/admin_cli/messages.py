@@ -20,9 +20,9 @@ from broker.admin_cli.common import (
 from broker.admin_cli.output import Report, Table
 from broker.config import HostPort
 from broker.inspect import record_json
-from broker.query_client import query_by_key, view_by_offset
 from protocol.msgid import InvalidMessageIdError, decode_offset_msg_id, encode_offset_msg_id
 from protocol.properties import MessageConst, decode_properties
+from rmq_client.query import query_by_key, view_by_offset
 from store.decode import CommitLogRecord
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import click
 
-from broker import admin_client_groups as group_calls
 from broker.admin_cli.common import (
     AdminError,
     Target,
@@ -19,8 +18,9 @@ from broker.admin_cli.common import (
 )
 from broker.admin_cli.groups import format_time
 from broker.admin_cli.output import Report, Table
-from broker.admin_client import DEFAULT_PERM, AdminClient
 from protocol.admin_topic import MessageQueue, TopicOffset
+from rmq_client import admin_groups as group_calls
+from rmq_client.admin import DEFAULT_PERM, AdminClient
 
 PERMS = ("2", "4", "6")
 

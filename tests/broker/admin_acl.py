@@ -7,7 +7,7 @@ import pathlib
 
 import trio
 
-from broker.client import SessionCredentials
+from rmq_client.producer import SessionCredentials
 from tests.conftest import RunningBroker, make_config, start_broker
 
 ACL = """

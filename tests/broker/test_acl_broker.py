@@ -9,9 +9,9 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-from broker.client import Message, SendError, SessionCredentials, open_producer
 from broker.config import ConfigError
 from protocol.codes import ResponseCode
+from rmq_client.producer import Message, SendError, SessionCredentials, open_producer
 from store.reader import CommitLogReader
 from tests.conftest import RunningBroker, make_config, start_broker
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from broker.acl.signing import SessionCredentials, sign_request
 from broker.acl.validator import AccessValidator
+from protocol.acl_signing import SessionCredentials, sign_request
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.route import ConsumerData, HeartbeatData, SubscriptionData

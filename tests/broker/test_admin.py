@@ -12,8 +12,8 @@ import time
 import pytest
 import trio
 
-from broker.client import Message, open_producer
 from broker.server import BrokerServer
+from rmq_client.producer import Message, open_producer
 from store.message_store import DefaultMessageStore
 from tests.broker.admin_acl import write_acl
 from tests.conftest import RunningBroker, make_config, start_broker

@@ -12,12 +12,12 @@ import pytest
 import trio
 
 from broker.admin.state import KEY_WINDOW_S, RuntimeStats
-from broker.admin_client import AdminClient, open_admin
-from broker.client import Message, SendError, open_producer
 from broker.consumer_offsets import ConsumerOffsetManager
-from broker.pull_client import open_pull_consumer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from rmq_client.admin import AdminClient, open_admin
+from rmq_client.producer import Message, SendError, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from store.message_store import DefaultMessageStore
 from tests.broker.admin_acl import ADMIN, PLAIN, start_acl_broker
 from tests.conftest import RunningBroker, make_config, start_broker

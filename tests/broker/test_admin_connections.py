@@ -12,14 +12,6 @@ import pytest
 import trio
 
 from broker.admin import connections
-from broker.admin_client_groups import (
-    get_consumer_connections,
-    get_consumer_running_info,
-    get_producer_connections,
-    reset_offset_by_time,
-)
-from broker.client import Message, Producer, SendError, open_producer
-from broker.pull_client import PullConsumer
 from protocol.admin_group import (
     MessageQueue,
     ResetOffsetBody,
@@ -27,6 +19,14 @@ from protocol.admin_group import (
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from rmq_client.admin_groups import (
+    get_consumer_connections,
+    get_consumer_running_info,
+    get_producer_connections,
+    reset_offset_by_time,
+)
+from rmq_client.producer import Message, Producer, SendError, open_producer
+from rmq_client.pull_consumer import PullConsumer
 from tests.conftest import RunningBroker
 from tests.store.conftest import wait_until
 

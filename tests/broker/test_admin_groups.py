@@ -10,7 +10,9 @@ import pathlib
 import pytest
 import trio
 
-from broker.admin_client_groups import (
+from protocol.admin_group import ConsumeStats, SubscriptionGroupConfig
+from protocol.codes import RequestCode, ResponseCode
+from rmq_client.admin_groups import (
     call,
     delete_subscription_group,
     get_all_consumer_offsets,
@@ -19,10 +21,8 @@ from broker.admin_client_groups import (
     query_topic_consume_by_who,
     update_subscription_group,
 )
-from broker.client import Message, Producer, SendError, open_producer
-from broker.pull_client import PullConsumer, open_pull_consumer
-from protocol.admin_group import ConsumeStats, SubscriptionGroupConfig
-from protocol.codes import RequestCode, ResponseCode
+from rmq_client.producer import Message, Producer, SendError, open_producer
+from rmq_client.pull_consumer import PullConsumer, open_pull_consumer
 from tests.broker.admin_acl import ADMIN, PLAIN, start_acl_broker
 from tests.conftest import RunningBroker, make_config, start_broker
 from tests.store.conftest import wait_until

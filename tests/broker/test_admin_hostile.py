@@ -12,11 +12,11 @@ import random
 import trio
 from structlog.testing import capture_logs
 
-from broker.admin_client import open_admin
-from broker.client import Message, open_producer
 from broker.topic_config import TopicConfigManager
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from rmq_client.admin import open_admin
+from rmq_client.producer import Message, open_producer
 from tests.conftest import make_config, start_broker
 
 CODES = (

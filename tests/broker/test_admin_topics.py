@@ -10,12 +10,12 @@ import pathlib
 import pytest
 import trio
 
-from broker.admin_client import AdminClient, open_admin
-from broker.client import Message, SendError, open_producer
-from broker.pull_client import open_pull_consumer
 from protocol.admin_topic import MessageQueue
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from rmq_client.admin import AdminClient, open_admin
+from rmq_client.producer import Message, SendError, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.conftest import RunningBroker, make_config, start_broker
 
 TOPIC = "AdminOrders"

@@ -17,8 +17,6 @@ import pathlib
 import pytest
 import trio
 
-from broker.client import Message, Producer, SendError, SendStatus, open_producer
-from broker.pull_client import open_pull_consumer
 from broker.topic_config import SCHEDULE_TOPIC
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -29,6 +27,8 @@ from protocol.headers import (
 )
 from protocol.msgid import decode_offset_msg_id
 from protocol.route import ConsumerData, HeartbeatData, SubscriptionData
+from rmq_client.producer import Message, Producer, SendError, SendStatus, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.conftest import RunningBroker, make_config, start_broker
 
 DEADLINE_S = 10

@@ -7,9 +7,9 @@ import pathlib
 
 import pytest
 
-from broker.blocking_client import BlockingProducer
-from broker.client import ConnectionClosedError, Message, SendError, SendStatus
 from protocol.codes import ResponseCode
+from rmq_client.blocking import BlockingProducer
+from rmq_client.producer import ConnectionClosedError, Message, SendError, SendStatus
 from store.reader import CommitLogReader
 from tests.daemon import Daemon
 

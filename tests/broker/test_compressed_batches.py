@@ -11,12 +11,12 @@ import lz4.frame
 import pytest
 import zstandard
 
-from broker.client import Producer
 from broker.config import BrokerConfig
 from protocol.batch import BatchEntry, encode_batch_body
 from protocol.codes import ResponseCode
 from protocol.compression import COMPRESSION_LZ4, COMPRESSION_ZSTD
 from protocol.properties import encode_properties
+from rmq_client.producer import Producer
 from tests.broker.test_send import records, send_raw, v1_header
 from tests.conftest import RunningBroker, make_config
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import trio
 
-from broker.client import Message, open_producer
 from broker.config import (
     NOT_CONFIG_ENV,
     BrokerConfig,
@@ -23,6 +22,7 @@ from broker.config import (
     build_config,
     load_config,
 )
+from rmq_client.producer import Message, open_producer
 from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from store.message import encode_host
 from tests.conftest import make_config, start_broker

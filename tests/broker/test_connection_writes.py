@@ -13,10 +13,10 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-from broker.client import Message, open_producer
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
+from rmq_client.producer import Message, open_producer
 from store.mapped_file import MappedFile
 from tests.broker.test_send import v1_header
 from tests.conftest import make_config, start_broker

@@ -17,7 +17,7 @@ import pytest
 import structlog
 import trio
 
-from broker.client import ConnectionClosedError, Message, SendError, open_producer
+from rmq_client.producer import ConnectionClosedError, Message, SendError, open_producer
 from store.reader import CommitLogReader
 from tests.daemon import Daemon, run_cli
 

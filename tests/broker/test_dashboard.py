@@ -14,10 +14,10 @@ import threading
 import pytest
 import trio
 
-from broker.client import Message, open_producer
 from broker.dashboard import http, views
 from broker.metrics import BrokerMetrics
-from broker.pull_client import open_pull_consumer
+from rmq_client.producer import Message, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.broker.dashboard_helpers import document, fetch, get, http_port, start
 
 ACL = """

@@ -9,11 +9,11 @@ import pathlib
 
 import trio
 
-from broker.admin_client import open_admin
-from broker.admin_client_groups import get_consume_stats
-from broker.client import Message, open_producer
 from broker.dashboard import views
-from broker.pull_client import open_pull_consumer
+from rmq_client.admin import open_admin
+from rmq_client.admin_groups import get_consume_stats
+from rmq_client.producer import Message, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.broker.dashboard_helpers import document, http_port, start
 
 TOPIC = "Agreement"

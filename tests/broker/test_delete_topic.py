@@ -12,10 +12,10 @@ import pytest
 import trio
 import trio.lowlevel
 
-from broker.admin_client import open_admin
-from broker.client import Message, SendError, open_producer
-from broker.pull_client import open_pull_consumer
 from protocol.codes import ResponseCode
+from rmq_client.admin import open_admin
+from rmq_client.producer import Message, SendError, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from store.message_store import DefaultMessageStore
 from tests.conftest import make_config, start_broker
 

@@ -16,8 +16,6 @@ from typing import Any
 
 import trio
 
-from broker.client import Message, SendStatus, open_producer
-from broker.pull_client import open_pull_consumer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
@@ -26,6 +24,8 @@ from protocol.headers import (
     PullMessageRequestHeader,
     SendMessageRequestHeaderV2,
 )
+from rmq_client.producer import Message, SendStatus, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.conftest import RunningBroker
 
 TOPIC = "HostileT"

@@ -14,12 +14,12 @@ import pathlib
 
 import pytest
 
-from broker.client import Producer
 from broker.config import BrokerConfig, ConfigError, build_config
 from protocol.batch import BatchEntry, encode_batch_body
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.properties import decode_properties
+from rmq_client.producer import Producer
 from store.reader import CommitLogReader
 from tests.conftest import RunningBroker, make_config
 

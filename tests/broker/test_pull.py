@@ -11,11 +11,11 @@ import time
 import pytest
 import trio
 
-from broker.client import Message, SendError, open_producer
-from broker.pull_client import open_pull_consumer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.properties import decode_properties
+from rmq_client.producer import Message, SendError, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from store.decode import CommitLogRecord
 from tests.conftest import RunningBroker, make_config, start_broker
 from tests.store.conftest import wait_until

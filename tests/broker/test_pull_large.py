@@ -15,9 +15,9 @@ import pytest
 import trio
 
 import store.lookup
-from broker.client import Message, open_producer
-from broker.pull_client import open_pull_consumer
 from protocol.codes import ResponseCode
+from rmq_client.producer import Message, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from store.lookup import LOOP_READ_MAX_BYTES
 from store.message_store import DefaultMessageStore
 from tests.conftest import make_config, start_broker

@@ -10,9 +10,9 @@ import time
 
 import trio
 
-from broker.client import Message, open_producer
-from broker.pull_client import open_pull_consumer
 from protocol.codes import ResponseCode
+from rmq_client.producer import Message, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from store.message_store import DefaultMessageStore
 from tests.conftest import make_config, start_broker
 from tests.store.conftest import wait_until

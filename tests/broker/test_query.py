@@ -7,14 +7,14 @@ import pathlib
 
 import trio
 
-from broker.client import Message, Producer, SendResult, open_producer
-from broker.query_client import QueryAnswer, query_by_key, view_by_offset
 from broker.topic_config import TRANS_HALF_TOPIC
-from broker.tx_client import TransactionState, open_transaction_producer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.msgid import decode_offset_msg_id
 from protocol.properties import decode_properties
+from rmq_client.producer import Message, Producer, SendResult, open_producer
+from rmq_client.query import QueryAnswer, query_by_key, view_by_offset
+from rmq_client.transaction import TransactionState, open_transaction_producer
 from store.decode import CommitLogRecord
 from tests.conftest import make_config, start_broker
 from tests.daemon import Daemon

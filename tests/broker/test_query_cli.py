@@ -9,7 +9,7 @@ import pathlib
 
 import trio
 
-from broker.client import Message, open_producer
+from rmq_client.producer import Message, open_producer
 from tests.broker.test_query import INDEX_ENV, settled
 from tests.daemon import Daemon, run_cli
 

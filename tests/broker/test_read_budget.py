@@ -9,8 +9,8 @@ import struct
 import trio
 from structlog.testing import capture_logs
 
-from broker.client import Message, open_producer
 from broker.read_budget import ReadBudget
+from rmq_client.producer import Message, open_producer
 from tests.conftest import make_config, start_broker
 from tests.store.conftest import wait_until
 

@@ -8,13 +8,13 @@ import pathlib
 import pytest
 import trio
 
-from broker.client import Message, Producer, SendError, open_producer
-from broker.pull_client import open_pull_consumer
 from broker.rebalance_lock import RebalanceLockManager
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
 from protocol.lock_body import MAX_MQ_SET, LockBatchBody, MessageQueue, decode_locked
+from rmq_client.producer import Message, Producer, SendError, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.conftest import make_config, start_broker
 
 Q0, Q1, Q2 = (MessageQueue("T", "broker-a", i) for i in range(3))

@@ -12,8 +12,8 @@ import subprocess
 import trio
 from structlog.testing import capture_logs
 
-from broker.blocking_client import BlockingProducer
-from broker.client import ConnectionClosedError, Message, open_producer
+from rmq_client.blocking import BlockingProducer
+from rmq_client.producer import ConnectionClosedError, Message, open_producer
 from tests.conftest import make_config, start_broker
 from tests.daemon import BROKER, Daemon
 from tests.store.conftest import wait_until

@@ -10,12 +10,12 @@ import pathlib
 import pytest
 import trio
 
-from broker.client import Message, SendError
 from broker.config import BrokerConfig, ConfigError, build_config
-from broker.pull_client import open_pull_consumer
 from broker.rewrites import past_retry_limit
 from protocol.codes import ResponseCode
 from protocol.properties import decode_properties
+from rmq_client.producer import Message, SendError
+from rmq_client.pull_consumer import open_pull_consumer
 from store.config import DEFAULT_MESSAGE_DELAY_LEVEL
 from tests.broker.test_send import records
 from tests.broker.test_send_back import GROUP, send_back, send_one

@@ -9,10 +9,10 @@ import pathlib
 import pytest
 import trio
 
-from broker.client import Message, SendError, open_producer
-from broker.pull_client import open_pull_consumer
 from protocol.codes import ResponseCode
 from protocol.route import TopicRouteData
+from rmq_client.producer import Message, SendError, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.conftest import make_config, start_broker
 
 

@@ -17,10 +17,10 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-from broker.client import Message, open_producer
-from broker.pull_client import PullConsumer, PullResult, open_pull_consumer
 from broker.topic_config import SCHEDULE_TOPIC
 from protocol.properties import MessageConst, decode_properties, encode_properties
+from rmq_client.producer import Message, open_producer
+from rmq_client.pull_consumer import PullConsumer, PullResult, open_pull_consumer
 from store.message import MessageExtBrokerInner, PutMessageResult
 from store.status import PutMessageStatus
 from tests.conftest import RunningBroker

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from broker.client import Message, Producer, SendError, SendStatus, open_producer
 from broker.config import BrokerConfig
 from broker.topic_config import TopicConfig
 from protocol.batch import BatchEntry, encode_batch_body
@@ -24,6 +23,7 @@ from protocol.frame import FrameDecoder, encode_frame
 from protocol.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from protocol.properties import decode_properties, encode_properties
 from protocol.route import ConsumerData, HeartbeatData
+from rmq_client.producer import Message, Producer, SendError, SendStatus, open_producer
 from store.decode import CommitLogRecord
 from store.message import java_string_hash
 from store.message_store import DefaultMessageStore

@@ -11,13 +11,13 @@ import pathlib
 import pytest
 import trio
 
-from broker.client import Message, SendError, open_producer
-from broker.pull_client import PullConsumer, open_pull_consumer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.consumer_headers import ConsumerSendMsgBackRequestHeader
 from protocol.msgid import decode_offset_msg_id
 from protocol.properties import decode_properties
+from rmq_client.producer import Message, SendError, open_producer
+from rmq_client.pull_consumer import PullConsumer, open_pull_consumer
 from store.decode import CommitLogRecord
 from tests.conftest import RunningBroker
 from tests.daemon import serve_refused

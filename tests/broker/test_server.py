@@ -14,7 +14,6 @@ import trio.testing
 from structlog.testing import capture_logs
 
 import broker.server as server_module
-from broker.client import ConnectionClosedError, Message, Producer, SendError, open_producer
 from broker.connection import Connection
 from broker.metrics import BrokerMetrics
 from protocol.codes import MQ_VERSION, RequestCode, ResponseCode
@@ -22,6 +21,7 @@ from protocol.command import RemotingCommand
 from protocol.consumer_headers import FLAG_SUBSCRIPTION, PullMessageRequestHeader
 from protocol.frame import encode_frame
 from protocol.route import ClusterInfo, HeartbeatData, ProducerData, TopicRouteData
+from rmq_client.producer import ConnectionClosedError, Message, Producer, SendError, open_producer
 from store.flush import thread_flusher
 from store.mapped_file import MappedFile
 from store.mapped_file_queue import Flusher

@@ -17,9 +17,9 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-from broker.client import ConnectionClosedError, Message, SendError, open_producer
 from broker.config import BrokerConfig, ConfigError
 from broker.tls import TlsClientAuth, TlsMode, client_ssl_context
+from rmq_client.producer import ConnectionClosedError, Message, SendError, open_producer
 from store.reader import CommitLogReader
 from tests.conftest import RunningBroker, make_config, start_broker
 
@@ -225,7 +225,7 @@ async def test_client_refuses_an_expired_or_untrusted_server_certificate(
 async def test_acl_and_tls_together(
     nursery: trio.Nursery, tmp_path: pathlib.Path, certs: Certs
 ) -> None:
-    from broker.acl.signing import SessionCredentials
+    from protocol.acl_signing import SessionCredentials
 
     acl = tmp_path / "acl.yml"
     acl.write_text("accounts: [{accessKey: tlsuser1, secretKey: tlssecret, defaultTopicPerm: PUB}]")

@@ -7,14 +7,14 @@ import pathlib
 
 import trio
 
-from broker.client import Message, open_producer
 from broker.config import BrokerConfig
-from broker.pull_client import open_pull_consumer
 from broker.transaction import CHECK_MAX_TOPIC, OP_TOPIC
-from broker.tx_client import Checker, TransactionState, open_transaction_producer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.transaction_headers import EndTransactionRequestHeader
+from rmq_client.producer import Message, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
+from rmq_client.transaction import Checker, TransactionState, open_transaction_producer
 from store.decode import CommitLogRecord
 from store.message import TRANSACTION_COMMIT_TYPE, get_transaction_value
 from tests.conftest import RunningBroker, make_config, start_broker

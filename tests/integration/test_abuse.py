@@ -17,11 +17,11 @@ import psutil
 import pytest
 import trio
 
-from broker.client import Message, SendStatus, open_producer
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.frame import encode_frame
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendStatus, open_producer
 from store.reader import CommitLogReader
 from tests.daemon import Daemon
 

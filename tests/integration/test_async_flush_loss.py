@@ -16,8 +16,8 @@ import time
 import pytest
 import trio
 
-from broker.client import Message, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendStatus, open_producer
 from store.checkpoint import FLUSH_OFFSET_FILE, FLUSH_OFFSET_LAYOUT
 from store.reader import CommitLogReader
 from tests.daemon import Daemon

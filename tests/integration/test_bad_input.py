@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from broker.client import Message, SendStatus, open_producer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
+from rmq_client.producer import Message, SendStatus, open_producer
 from tests.daemon import BROKER, Daemon
 
 SEND_FIELDS = {

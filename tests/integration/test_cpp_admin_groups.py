@@ -18,14 +18,14 @@ from typing import Any, TypeVar
 import trio
 from rocketmq.client import PushConsumer
 
-from broker.admin_client_groups import (
+from protocol.admin_group import ConsumeStats
+from rmq_client.admin_groups import (
     get_consume_stats,
     get_consumer_connections,
     get_consumer_running_info,
     reset_offset_by_time,
 )
-from broker.client import Producer, open_producer
-from protocol.admin_group import ConsumeStats
+from rmq_client.producer import Producer, open_producer
 from tests.daemon import Daemon
 from tests.integration.test_cpp_consumer import Received, produce
 

@@ -9,8 +9,8 @@ import pathlib
 
 import trio
 
-from broker.admin_client import open_admin
 from protocol.admin_topic import TopicOffset
+from rmq_client.admin import open_admin
 from tests.daemon import Daemon
 from tests.integration import cpp_producer
 

@@ -17,7 +17,7 @@ import time
 import trio
 from rocketmq.client import Message, Producer, PullConsumer, PushConsumer, RecvMessage, SendStatus
 
-from broker.pull_client import open_pull_consumer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.daemon import Daemon
 
 TOPIC = "CppConsume"

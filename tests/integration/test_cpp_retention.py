@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import trio
 from rocketmq.client import PushConsumer, RecvMessage
 
-from broker.pull_client import open_pull_consumer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.daemon import Daemon, run_cli
 from tests.integration import cpp_producer
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import trio
 
-from broker.client import Message, open_producer
-from broker.pull_client import PullConsumer, open_pull_consumer
+from rmq_client.producer import Message, open_producer
+from rmq_client.pull_consumer import PullConsumer, open_pull_consumer
 from tests.browser import Page, chromium_path, open_browser
 from tests.daemon import Daemon
 

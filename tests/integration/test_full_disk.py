@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from broker.client import Message, SendError, SendStatus, open_producer
 from protocol.codes import ResponseCode
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendError, SendStatus, open_producer
 from store.reader import CommitLogReader
 from tests.daemon import Daemon
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import pytest
 import trio
 
-from broker.client import Message, SendError, SendStatus, open_producer
-from broker.pull_client import PullConsumer, open_pull_consumer
 from protocol.codes import ResponseCode
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendError, SendStatus, open_producer
+from rmq_client.pull_consumer import PullConsumer, open_pull_consumer
 from store.reader import CommitLogReader
 from tests.daemon import Daemon
 

@@ -20,12 +20,12 @@ import psutil
 import pytest
 import trio
 
-from broker.client import Message, SendStatus, open_producer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
 from protocol.headers import ConsumerSendMsgBackRequestHeader
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendStatus, open_producer
 from store.layout import HEADER_V4, MESSAGE_MAGIC_CODE, PHYSICALOFFSET_POS
 from tests.daemon import Daemon
 

@@ -10,8 +10,8 @@ import random
 import pytest
 import trio
 
-from broker.client import Message, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendStatus, open_producer
 from store.decode import CommitLogRecord
 from store.reader import CommitLogReader
 from tests.daemon import Daemon

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import trio
 
-from broker.client import ConnectionClosedError, Message, SendError, SendStatus, open_producer
-from broker.pull_client import open_pull_consumer
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import ConnectionClosedError, Message, SendError, SendStatus, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.reliability.acks import Ack
 
 TOPICS = ("CutA", "CutB")

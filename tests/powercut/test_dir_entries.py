@@ -12,9 +12,9 @@ import time
 import pytest
 import trio
 
-from broker.client import Message, SendStatus, open_producer
-from broker.pull_client import open_pull_consumer
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendStatus, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.powercut.checks import check_consume_queues, check_on_disk_after_cut
 from tests.powercut.mount import PowerCutFS
 from tests.reliability.acks import Ack, check_acknowledged

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import trio
 
-from broker.client import Message, SendError, SendStatus, open_producer
 from protocol.codes import ResponseCode
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendError, SendStatus, open_producer
 from tests.powercut.mount import PowerCutFS
 from tests.reliability.acks import Ack, check_acknowledged
 from tests.reliability.conftest import SEGMENT_SIZE, Daemon, read_records

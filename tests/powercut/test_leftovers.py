@@ -11,8 +11,8 @@ import pathlib
 
 import trio
 
-from broker.client import Message, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendStatus, open_producer
 from tests.powercut.mount import PowerCutFS
 from tests.reliability.acks import Ack, check_acknowledged
 from tests.reliability.conftest import SEGMENT_SIZE, Daemon, read_records

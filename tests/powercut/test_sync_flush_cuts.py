@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import trio
 
-from broker.pull_client import open_pull_consumer
+from rmq_client.pull_consumer import open_pull_consumer
 from store.decode import CommitLogRecord
 from tests.powercut.checks import check_consume_queues, check_on_disk_after_cut
 from tests.powercut.load import QUEUES, TOPICS, produce_then_kill

@@ -20,8 +20,8 @@ import time
 
 import trio
 
-from broker.client import Message, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendStatus, open_producer
 from store.checkpoint import read_flush_offset
 from tests.reliability.conftest import SOAK, Daemon, read_records
 

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from broker.client import Message, SendStatus, open_producer
 from protocol.codes import RequestCode, ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode_frame
+from rmq_client.producer import Message, SendStatus, open_producer
 from tests.reliability.conftest import Daemon, read_records
 
 SEND_FIELDS = {"a": "g", "b": "Hostile", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0"}

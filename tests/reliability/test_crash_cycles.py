@@ -20,8 +20,8 @@ from collections import defaultdict
 import pytest
 import trio
 
-from broker.client import ConnectionClosedError, Message, SendError, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import ConnectionClosedError, Message, SendError, SendStatus, open_producer
 from tests.daemon import BROKER
 from tests.reliability.acks import Ack, check_acknowledged
 from tests.reliability.conftest import SOAK, Daemon, read_records

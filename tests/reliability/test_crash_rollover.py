@@ -19,8 +19,8 @@ import subprocess
 
 import trio
 
-from broker.client import ConnectionClosedError, Message, SendError, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import ConnectionClosedError, Message, SendError, SendStatus, open_producer
 from store.decode import CommitLogRecord
 from store.reader import CommitLogReader
 from tests.reliability.acks import Ack, check_acknowledged

@@ -10,9 +10,9 @@ import pathlib
 import pytest
 import trio
 
-from broker.admin_client import open_admin
-from broker.client import Message, open_producer
-from broker.pull_client import open_pull_consumer
+from rmq_client.admin import open_admin
+from rmq_client.producer import Message, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.reliability.conftest import Daemon
 
 TOPIC = "Recreated"

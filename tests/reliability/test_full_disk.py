@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from broker.client import ConnectionClosedError, Message, SendError, SendStatus, open_producer
 from protocol.codes import ResponseCode
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import ConnectionClosedError, Message, SendError, SendStatus, open_producer
 from store.dispatch import ConsumeQueueTable
 from tests.reliability.conftest import Daemon, read_records
 

@@ -17,9 +17,9 @@ import urllib.request
 
 import trio
 
-from broker.client import Message, SendError, SendStatus, open_producer
 from protocol.codes import ResponseCode
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendError, SendStatus, open_producer
 from tests.reliability.conftest import SOAK, Daemon, read_records
 
 FLOOD_CONNECTIONS = 8

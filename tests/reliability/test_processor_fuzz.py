@@ -16,10 +16,10 @@ from typing import Any
 import structlog
 import trio
 
-from broker.client import Message, SendStatus, open_producer
 from protocol.batch import BatchEntry, encode_batch_body
 from protocol.codes import RequestCode
 from protocol.frame import FrameDecoder
+from rmq_client.producer import Message, SendStatus, open_producer
 from tests.conftest import make_config, start_broker
 from tests.reliability.conftest import SOAK, V1_NAMES
 

@@ -18,8 +18,8 @@ import random
 
 import trio
 
-from broker.client import Message, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendStatus, open_producer
 from store.checkpoint import TOPIC_QUEUE_TABLE_FILE
 from store.decode import CommitLogRecord
 from store.reader import CommitLogReader

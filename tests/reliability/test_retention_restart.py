@@ -9,9 +9,9 @@ import pathlib
 import pytest
 import trio
 
-from broker.client import Message, SendStatus, open_producer
-from broker.pull_client import open_pull_consumer
 from protocol.codes import ResponseCode
+from rmq_client.producer import Message, SendStatus, open_producer
+from rmq_client.pull_consumer import open_pull_consumer
 from store.checkpoint import StoreCheckpoint
 from store.reader import CommitLogReader
 from tests.reliability.conftest import SEGMENT_SIZE, Daemon

@@ -17,8 +17,8 @@ import threading
 import pytest
 import trio
 
-from broker.client import Message, SendError, SendStatus, open_producer
 from protocol.codes import ResponseCode
+from rmq_client.producer import Message, SendError, SendStatus, open_producer
 from store.commit_log import Appended, CommitLog
 from store.encode import EncodedBatch
 from store.mapped_file import MappedFile

@@ -17,8 +17,8 @@ import struct
 import pytest
 import trio
 
-from broker.client import Message, SendStatus, open_producer
 from protocol.msgid import decode_offset_msg_id
+from rmq_client.producer import Message, SendStatus, open_producer
 from store.decode import CommitLogRecord
 from store.layout import BLANK_MAGIC_CODE, PHYSICALOFFSET_POS
 from tests.reliability.conftest import (

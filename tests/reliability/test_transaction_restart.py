@@ -8,13 +8,13 @@ import pathlib
 
 import trio
 
-from broker.client import Message, SendResult
-from broker.pull_client import open_pull_consumer
-from broker.tx_client import TransactionState, open_transaction_producer
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.msgid import decode_offset_msg_id
 from protocol.transaction_headers import EndTransactionRequestHeader
+from rmq_client.producer import Message, SendResult
+from rmq_client.pull_consumer import open_pull_consumer
+from rmq_client.transaction import TransactionState, open_transaction_producer
 from store.decode import CommitLogRecord
 from tests.reliability.conftest import Daemon
 

@@ -8,7 +8,7 @@ import pathlib
 
 import trio
 
-from broker.client import Message, SendStatus, open_producer
+from rmq_client.producer import Message, SendStatus, open_producer
 from tests.daemon import serve_refused
 from tests.reliability.conftest import SEGMENT_SIZE, Daemon, read_records
 

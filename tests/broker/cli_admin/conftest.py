@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from broker.client import Producer, open_producer
+from rmq_client.producer import Producer, open_producer
 from tests.daemon import Daemon
 
 

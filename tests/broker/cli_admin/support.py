@@ -12,7 +12,7 @@ import trio
 from click.testing import CliRunner
 
 from broker.cli import main
-from broker.client import Message, Producer
+from rmq_client.producer import Message, Producer
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ setting (the routes say read-only at once) and refuses a fixed one."""
 
 from __future__ import annotations
 
-from broker.client import Message, Producer
+from rmq_client.producer import Message, Producer
 from tests.broker.cli_admin.support import admin, plain_rows
 from tests.daemon import Daemon
 

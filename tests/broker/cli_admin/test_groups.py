@@ -10,11 +10,11 @@ import time
 
 import trio
 
-from broker.admin_client_groups import get_all_subscription_groups, get_consume_stats
-from broker.client import Producer, open_producer
-from broker.pull_client import PullConsumer, open_pull_consumer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from rmq_client.admin_groups import get_all_subscription_groups, get_consume_stats
+from rmq_client.producer import Producer, open_producer
+from rmq_client.pull_consumer import PullConsumer, open_pull_consumer
 from tests.broker.cli_admin.support import admin, plain_rows, send_per_queue
 from tests.daemon import Daemon
 

@@ -7,7 +7,7 @@ import base64
 
 import trio
 
-from broker.client import Message, Producer, SendResult
+from rmq_client.producer import Message, Producer, SendResult
 from tests.broker.cli_admin.support import Run, admin, plain_rows
 from tests.daemon import Daemon
 

@@ -13,8 +13,8 @@ import sys
 
 import trio
 
-from broker.client import Producer
-from broker.pull_client import open_pull_consumer
+from rmq_client.producer import Producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.broker.cli_admin.support import send_per_queue
 from tests.daemon import Daemon, run_cli
 

@@ -7,11 +7,11 @@ import socket
 
 import trio
 
-from broker.admin_client_groups import get_all_subscription_groups
-from broker.client import Producer
 from protocol.codes import RequestCode, ResponseCode
 from protocol.frame import FrameDecoder, encode_frame
 from protocol.route import BrokerData, ClusterInfo
+from rmq_client.admin_groups import get_all_subscription_groups
+from rmq_client.producer import Producer
 from tests.broker.cli_admin.support import admin
 from tests.daemon import Daemon
 

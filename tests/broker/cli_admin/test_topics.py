@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import trio
 
-from broker.admin_client import AdminClient
-from broker.client import Message, Producer
-from broker.pull_client import open_pull_consumer
+from rmq_client.admin import AdminClient
+from rmq_client.producer import Message, Producer
+from rmq_client.pull_consumer import open_pull_consumer
 from tests.broker.cli_admin.support import admin, plain_rows
 from tests.daemon import Daemon
 

@@ -15,7 +15,7 @@ import hmac
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.acl.signing import (
+from protocol.acl_signing import (
     ACCESS_KEY,
     SIGNATURE,
     SessionCredentials,
