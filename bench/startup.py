@@ -27,8 +27,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import report, rss_mib
-from broker.client import Message, open_producer
-from rmq_client.broker_process import BrokerOptions, BrokerProcess
+from rmq_client import BrokerOptions, BrokerProcess, Message, open_producer
 
 
 async def first_send(host: str, port: int) -> None:

@@ -1,13 +1,17 @@
 """A Python client of RocketMQ 4.9's remoting protocol, Trio first.
 
 The modules: `producer` (one connection, sends, routes), `pull_consumer`, `push_consumer` (a
-handler called per message), `transaction`, `query`, `admin` and `admin_groups`, `blocking` (the
-producer from plain threads) and `quick_send` (what `rmq-broker send | health` run). This
-package imports `protocol` and the store's record decoder, never the daemon's `broker` package.
+handler called per message), `transaction`, `query`, `admin` and `admin_groups`, `blocking` and
+`blocking_consumer` (the producer and a consumer from plain threads), `quick_send` (what
+`rmq-broker send | health` run), and for tests `broker_process` (a broker in a subprocess) and
+`pytest_plugin` (its fixtures). This package imports `protocol` and the store's record decoder,
+never the daemon's `broker` package.
 """
 
 from rmq_client.admin import AdminClient, open_admin
 from rmq_client.blocking import BlockingProducer
+from rmq_client.blocking_consumer import BlockingConsumer
+from rmq_client.broker_process import BrokerOptions, BrokerProcess, BrokerStartError, TlsFiles
 from rmq_client.producer import (
     DEFAULT_TIMEOUT_S,
     ConnectionClosedError,
@@ -32,7 +36,11 @@ from rmq_client.transaction import (
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "AdminClient",
+    "BlockingConsumer",
     "BlockingProducer",
+    "BrokerOptions",
+    "BrokerProcess",
+    "BrokerStartError",
     "ConnectionClosedError",
     "Message",
     "Producer",
@@ -47,6 +55,7 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SessionCredentials",
+    "TlsFiles",
     "TransactionProducer",
     "TransactionState",
     "open_admin",

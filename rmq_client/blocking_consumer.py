@@ -8,55 +8,30 @@ queue of the topic at once until `count` messages have arrived, then commits to 
 offsets of what it returned, so another consumer of the group (or this one after a restart)
 resumes after them. Messages that arrive beyond `count` are kept for the next call and not
 committed yet, never dropped; too few in time raise `TimeoutError` and are kept as well. A group
-starts at the offsets it has committed, else at the start of each queue.
+starts at the offsets it has committed, else at the start of each queue. Messages come as
+`rmq_client.ReceivedMessage`, as the push consumer's handler sees them.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from functools import partial
+from typing import Any, Final
 
 import trio
 
-from broker.client import SendError
-from broker.pull_client import PullConsumer, open_pull_consumer
 from protocol.codes import ResponseCode
-from protocol.properties import MessageConst, decode_properties
-from store.decode import CommitLogRecord
+from rmq_client.blocking import LoopThread
+from rmq_client.producer import SendError
+from rmq_client.pull_consumer import PullConsumer, open_pull_consumer
+from rmq_client.push_consumer import ReceivedMessage, received
 
-__all__ = ["BlockingConsumer", "ReceivedMessage"]
+__all__ = ["BlockingConsumer"]
 
 #: how long the broker holds one pull while the queue is empty
 SUSPEND_MS: Final = 2_000
 #: between two route look-ups while the topic does not exist yet (nothing was sent to it)
 ROUTE_RETRY_S: Final = 0.05
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class ReceivedMessage:
-    topic: str
-    body: bytes
-    tags: str | None
-    keys: str | None
-    properties: dict[str, str]
-    queue_id: int
-    queue_offset: int
-
-    @classmethod
-    def of(cls, record: CommitLogRecord) -> ReceivedMessage:
-        properties = decode_properties(record.properties)
-        return cls(
-            record.topic,
-            record.body or b"",
-            properties.get(MessageConst.TAGS),
-            properties.get(MessageConst.KEYS),
-            properties,
-            record.queue_id,
-            record.queue_offset,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,47 +45,21 @@ class _Round:
     nursery: trio.Nursery
 
 
-class BlockingConsumer:
+class BlockingConsumer(LoopThread[PullConsumer]):
     """A consumer group member for code without Trio: a helper thread runs the connection."""
 
     def __init__(
         self, host: str, port: int, group: str, *, client_id: str | None = None, **kwargs: Any
     ) -> None:
         self.group = group
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._stop: trio.Event | None = None
-        self._consumer: PullConsumer | None = None
         #: next offset to pull, per (topic, queue id)
         self._offsets: dict[tuple[str, int], int] = {}
         self._pending: dict[str, list[ReceivedMessage]] = {}
         self._queues: dict[str, list[int]] = {}
-        kwargs.setdefault("client_id", client_id or f"python-blocking@{id(self)}")
-        self._thread = threading.Thread(
-            target=trio.run, args=(self._main, host, port, kwargs), daemon=True
+        client_id = client_id or f"python-blocking@{id(self)}"
+        super().__init__(
+            partial(open_pull_consumer, host, port, group, client_id=client_id, **kwargs)
         )
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise self._error
-
-    async def _main(self, host: str, port: int, kwargs: dict[str, Any]) -> None:
-        try:
-            async with open_pull_consumer(host, port, self.group, **kwargs) as consumer:
-                self._consumer = consumer
-                self._stop = trio.Event()
-                self._token = trio.lowlevel.current_trio_token()
-                self._ready.set()
-                await self._stop.wait()
-        except BaseException as exc:
-            self._error = exc
-            self._ready.set()
-
-    def _call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-        if not self._thread.is_alive():
-            raise RuntimeError("the consumer is closed")
-        return trio.from_thread.run(fn, *args, trio_token=self._token)
 
     def receive(
         self, topic: str, count: int = 1, *, expression: str = "*", timeout_s: float = 10.0
@@ -124,8 +73,7 @@ class BlockingConsumer:
     async def _receive(
         self, topic: str, count: int, expression: str, timeout_s: float
     ) -> list[ReceivedMessage]:
-        consumer = self._consumer
-        assert consumer is not None
+        consumer = self.connection
         got = self._pending.pop(topic, [])
         with trio.move_on_after(timeout_s):
             if consumer.subscriptions.get(topic) != expression:
@@ -188,18 +136,7 @@ class BlockingConsumer:
                 suspend_ms=SUSPEND_MS,
             )
             # No await between the answer and taking it: a cancel cannot lose a batch.
-            got.extend(ReceivedMessage.of(record) for record in result.records)
+            got.extend(received(record) for record in result.records)
             if result.code != ResponseCode.PULL_NOT_FOUND or result.records:
                 self._offsets[key] = result.next_begin_offset
         wanted.nursery.cancel_scope.cancel()
-
-    def close(self) -> None:
-        if self._stop is not None and self._thread.is_alive():
-            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-        self._thread.join()
-
-    def __enter__(self) -> BlockingConsumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -27,10 +27,12 @@ import re
 import shutil
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
+from rmq_client.blocking import BlockingProducer
+from rmq_client.blocking_consumer import BlockingConsumer
 from rmq_client.broker_process import (
     BrokerOptions,
     BrokerProcess,
@@ -38,10 +40,6 @@ from rmq_client.broker_process import (
     TlsFiles,
     parse_executable,
 )
-
-if TYPE_CHECKING:
-    from broker.blocking_client import BlockingProducer
-    from rmq_client.blocking_consumer import BlockingConsumer
 
 __all__ = ["BrokerFactory"]
 
@@ -228,8 +226,6 @@ def rmq_broker_session(
 @pytest.fixture
 def rmq_producer(rmq_broker: BrokerProcess) -> Iterator[BlockingProducer]:
     """A blocking producer connected to `rmq_broker` (plain threads: no Trio mode needed)."""
-    from broker.blocking_client import BlockingProducer
-
     with BlockingProducer(rmq_broker.host, rmq_broker.port) as producer:
         yield producer
 
@@ -240,8 +236,6 @@ def rmq_consumer(
 ) -> Iterator[BlockingConsumer]:
     """A blocking consumer of `rmq_broker` in a group named after the test, so tests that share
     a broker do not share offsets: `rmq_consumer.receive("Topic", count=3)`."""
-    from rmq_client.blocking_consumer import BlockingConsumer
-
     digest = hashlib.sha1(request.node.nodeid.encode(), usedforsecurity=False).hexdigest()[:10]
     group = f"pytest_{_GROUP_UNSAFE.sub('_', request.node.name)[:60]}_{digest}"
     with BlockingConsumer(rmq_broker.host, rmq_broker.port, group) as consumer:

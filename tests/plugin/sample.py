@@ -7,8 +7,7 @@ from __future__ import annotations
 SHARED = """
 import pytest
 
-from broker.client import Message
-from rmq_client.broker_process import BrokerStartError
+from rmq_client import BrokerStartError, Message
 
 
 def test_fails_on_purpose(rmq_producer):
@@ -36,7 +35,7 @@ import pathlib
 
 import pytest
 
-from broker.client import Message, SendError
+from rmq_client import Message, SendError
 
 
 def test_ini_settings_reach_the_broker(rmq_broker, rmq_producer):

@@ -7,10 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.blocking_client import BlockingProducer
-from broker.client import Message
-from rmq_client.blocking_consumer import BlockingConsumer
-from rmq_client.broker_process import BrokerProcess
+from rmq_client import BlockingConsumer, BlockingProducer, BrokerProcess, Message
 
 
 @pytest.fixture(scope="module")

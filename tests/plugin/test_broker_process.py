@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from broker.client import Message, SendError, SessionCredentials, open_producer
+from rmq_client import Message, SendError, SessionCredentials, open_producer
 from rmq_client.broker_process import (
     BrokerOptions,
     BrokerProcess,
