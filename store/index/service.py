@@ -43,6 +43,14 @@ from store.decode import CommitLogRecord
 from store.index.index_file import IndexFile, index_keys
 from store.mapped_file import fsync_dir, make_dirs
 from store.message import TRANSACTION_ROLLBACK_TYPE, get_transaction_value
+
+try:  # at import, i.e. at start: a first import during an out-of-descriptors spell would fail
+    from store.index.batch import put_keys, run_keys
+    from store.index.locate import locate_run
+
+    _VECTORISED = True
+except ImportError:  # no numpy: record by record, with the same bytes
+    _VECTORISED = False
 from store.reader import CommitLogReader, SegmentGoneError
 
 log = structlog.get_logger()
@@ -246,10 +254,7 @@ class IndexService:
     def _index_located(self, start: int, end: int) -> bool:
         """A run indexed in array operations from the fields the index reads only; False when
         it must be decoded whole (a record that does not add up; no numpy)."""
-        try:
-            from store.index.batch import put_keys, run_keys  # numpy is optional
-            from store.index.locate import locate_run
-        except ImportError:
+        if not _VECTORISED:
             self.vectorised = False
             return False
         for found in self.reader.iter_walks(start, end, run=BUILD_BATCH):
