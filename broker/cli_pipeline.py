@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: how a Python worker's import failure reads inside Spark's error text
+MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
 def _common(func: F) -> F:
@@ -47,9 +50,28 @@ def _spark(app_name: str, master: str | None) -> Iterator[SparkSession]:
         raise click.ClickException(str(exc)) from None
     try:
         yield spark
+    except Exception as exc:
+        missing = MISSING_MODULE.search(str(exc))
+        if missing is None:
+            raise
+        raise click.ClickException(_missing_module(spark, missing.group(1))) from None
     finally:
         if existing is None:
             spark.stop()
+
+
+def _missing_module(spark: SparkSession, module: str) -> str:
+    """One line for a Python worker that could not import what the source needs."""
+    from pipeline.package import EXECUTOR_REQUIREMENTS
+    from pipeline.session import EXECUTOR_PYTHON_KEY
+
+    executors = spark.conf.get(EXECUTOR_PYTHON_KEY, None) or "python3"
+    return (
+        f"a Spark Python worker cannot import {module!r}: executors run {executors}, the "
+        f"driver's planning runs {sys.executable}; install {' '.join(EXECUTOR_REQUIREMENTS)} "
+        "for the executors' interpreter on every node, or point spark.pyspark.python at one "
+        "that has them"
+    )
 
 
 def _store(store_dir: str) -> str:

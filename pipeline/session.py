@@ -66,11 +66,11 @@ def build_session(
     `executor_python(...)`. On a cluster this package is shipped to the executors as a zip unless
     `ship_package` is false. Raises JavaNotFoundError before starting the JVM.
     """
+    find_java()
     existing = running_session()
     if existing is not None:
         register(existing)
         return existing
-    find_java()
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
