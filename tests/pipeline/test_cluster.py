@@ -28,7 +28,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
+from broker.cli_pipeline import pipeline
 from store.reader import CommitLogReader
 from tests.pipeline import cluster, stores
 
@@ -121,11 +123,8 @@ def _one_pass(
     stores.append_sync(str(store), [stores.message(FIRST + i) for i in range(MORE)])
 
     dist, conf = root / "dist", root / "conf"
-    run(
-        [sys.executable, "-m", "broker", "pipeline", "package", "--out", str(dist)],
-        dict(os.environ),
-        root,
-    )
+    packaged = CliRunner().invoke(pipeline, ["package", "--out", str(dist)])
+    assert packaged.exit_code == 0, packaged.output
     conf.mkdir()
     (conf / "spark-defaults.conf").write_text(f"spark.master {url}\nspark.ui.enabled false\n")
     archive_python(root / "venv.tar.gz")
