@@ -22,6 +22,9 @@ EXECUTOR_REQUIREMENTS: Final = ("pyarrow>=18", "numpy>=1.26")
 PACKAGES: Final = ("pipeline", "store")
 MODULES: Final = ("pyspark_commitlog.py",)
 ZIP_NAME: Final = "rmq_pipeline.zip"
+#: the zip a session ships by itself: a name of its own, so that it never collides with the
+#: `ZIP_NAME` a job also passes in --py-files (Spark refuses one file name at two paths)
+SHIPPED_NAME: Final = "rmq_pipeline_session.zip"
 REQUIREMENTS_NAME: Final = "executor-requirements.txt"
 #: stored with a fixed time so that the same sources give the same bytes
 _FIXED_TIME: Final = (2020, 1, 1, 0, 0, 0)

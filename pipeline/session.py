@@ -124,11 +124,11 @@ def executor_python(extra: dict[str, str], configured: SparkConf, requested: str
 def ship(spark: SparkSession) -> str:
     """Zip this package's executor side and add it to every task's Python path; the file lives
     in a temporary directory removed when the process exits."""
-    from pipeline.package import ZIP_NAME, write_zip
+    from pipeline.package import SHIPPED_NAME, write_zip
 
     folder = tempfile.mkdtemp(prefix="rmq-pipeline-")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    path = os.path.join(folder, ZIP_NAME)
+    path = os.path.join(folder, SHIPPED_NAME)
     write_zip(path)
     spark.sparkContext.addPyFile(path)
     return path

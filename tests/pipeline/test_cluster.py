@@ -31,6 +31,7 @@ import pytest
 from click.testing import CliRunner
 
 from broker.cli_pipeline import pipeline
+from pipeline import package
 from store.reader import CommitLogReader
 from tests.pipeline import cluster, stores
 
@@ -62,6 +63,9 @@ def run(
     done = subprocess.run(
         args, env=env, cwd=cwd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False
     )
+    (cwd / f"{pathlib.Path(args[0]).name}-{len(list(cwd.glob('*.stderr')))}.stderr").write_text(
+        done.stderr
+    )  # kept beside the run's files, for a look after a failure
     assert done.returncode == 0, f"{args[:4]} failed:\n{done.stderr[-4000:]}"
     return done
 
@@ -176,7 +180,7 @@ def test_the_cli_names_the_cluster_and_both_pythons(done: Pass) -> None:
     assert len(started) == 1
     assert started[0]["master"].startswith("spark://127.0.0.1:")
     assert started[0]["driver_python"] == started[0]["executor_python"] == sys.executable
-    assert started[0]["shipped"].endswith("rmq_pipeline.zip")
+    assert started[0]["shipped"].endswith(package.SHIPPED_NAME)
     assert started[0]["progress"] is False
 
 
@@ -197,7 +201,7 @@ def test_executors_import_the_shipped_zip_and_no_structlog_or_msgpack(done: Pass
     executor = [o for o in done.opens if o["role"] == "executor"]
     assert executor
     for opened in executor:
-        assert opened["pipeline"].endswith(
-            os.path.join("rmq_pipeline.zip", "pipeline", "__init__.py")
-        )
+        # the second run's job ships nothing itself: its executors use the --py-files zip
+        shipped = package.ZIP_NAME if opened["via_archive"] else package.SHIPPED_NAME
+        assert opened["pipeline"].endswith(os.path.join(shipped, "pipeline", "__init__.py"))
         assert opened["loaded"] == []
