@@ -96,6 +96,14 @@ def build_session(
     for key, value in extra.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    wheels = wheels_in(spark.sparkContext.getConf().get("spark.submit.pyFiles", "") or "")
+    if wheels:
+        log.warning(
+            "pipeline_wheel_in_py_files",
+            wheels=wheels,
+            hint="PySpark puts only .zip, .egg and .jar files of --py-files on the Python path; "
+            "ship the zip of `rmq-broker pipeline package`",
+        )
     shipped = ship(spark) if ship_package and not effective.startswith("local") else None
     register(spark)
     log.info(
@@ -119,6 +127,11 @@ def executor_python(extra: dict[str, str], configured: SparkConf, requested: str
         if value:
             return value
     return requested or sys.executable
+
+
+def wheels_in(py_files: str) -> list[str]:
+    """The wheels among spark-submit's --py-files (a comma-separated list): PySpark ignores them."""
+    return [name for name in py_files.split(",") if name.strip().lower().endswith(".whl")]
 
 
 def ship(spark: SparkSession) -> str:
