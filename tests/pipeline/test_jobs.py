@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import io
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -23,6 +24,8 @@ from tests.pipeline import stores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+EDITABLE = pathlib.Path(__file__).parent / "editable"
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +126,9 @@ def test_cli_stats_json_stdout_is_only_json_and_a_new_store_has_no_rows(
     store_dir: str, tmp_path: pathlib.Path
 ) -> None:
     """Run from the folder holding a store named `store` (with its config/ and index/ folders),
-    by the console script and by `python -m broker`: the folder must not shadow the package, in
-    the CLI or in Spark's Python workers (started with the working directory on their path)."""
+    by the console script and by `python -m broker`, with the project importable as an editable
+    install makes it (tests/pipeline/editable): the folder must not shadow the package, in the
+    CLI or in Spark's Python workers (started with the working directory on their path)."""
     new_store = tmp_path / "store"
     stores.append_sync(str(new_store), [])
     assert (new_store / "config").is_dir() and (new_store / "index").is_dir()
@@ -141,6 +145,7 @@ def test_cli_stats_json_stdout_is_only_json_and_a_new_store_has_no_rows(
             timeout=240,
             check=False,
             cwd=cwd,
+            env={**os.environ, "PYTHONPATH": str(EDITABLE)},
         )
         assert done.returncode == 0, done.stderr[-2000:]
         assert {json.loads(line)["topic"] for line in done.stdout.splitlines()} == topics
