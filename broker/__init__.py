@@ -1,6 +1,6 @@
 """The rmq-broker daemon: Trio server, request processors, CLI, configuration and client stub."""
 
-from pipeline.shadowing import use_project_packages
+from pipeline.package import use_project_packages
 
 __version__ = "0.1.0"
 

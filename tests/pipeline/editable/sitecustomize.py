@@ -3,9 +3,9 @@ folder (and not the tree itself) on PYTHONPATH.
 
 setuptools' editable install adds a finder to `sys.meta_path` behind the path finder, mapping the
 project's top-level names to the tree. A folder named like one of them in the working directory
-(on `sys.path` under `python -m`) then becomes a namespace package that wins over the finder: the
-case `pipeline.shadowing` handles. This finder goes right behind the path finder, ahead of the
-venv's own editable finder (which maps to another checkout).
+(on `sys.path` under `python -m`) then becomes a namespace package that wins over the finder:
+the case `pipeline.package.use_project_packages` handles. This finder goes right behind the path
+finder, ahead of the venv's own editable finder (which maps to another checkout).
 """
 
 from __future__ import annotations
