@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import click
 
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: how a Python worker's import failure reads inside Spark's error text
+MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
 def _common(func: F) -> F:
@@ -39,14 +43,35 @@ def _spark(app_name: str, master: str | None) -> Iterator[SparkSession]:
 
     existing = running_session()
     try:
-        spark = build_session(app_name, master=master)
+        # Spark's progress bar redraws one line with carriage returns: only for a person at a
+        # terminal. Logs are JSON lines exactly when stderr is not one (broker.logging).
+        spark = build_session(app_name, master=master, show_progress=sys.stderr.isatty())
     except JavaNotFoundError as exc:
         raise click.ClickException(str(exc)) from None
     try:
         yield spark
+    except Exception as exc:
+        missing = MISSING_MODULE.search(str(exc))
+        if missing is None:
+            raise
+        raise click.ClickException(_missing_module(spark, missing.group(1))) from None
     finally:
         if existing is None:
             spark.stop()
+
+
+def _missing_module(spark: SparkSession, module: str) -> str:
+    """One line for a Python worker that could not import what the source needs."""
+    from pipeline.package import EXECUTOR_REQUIREMENTS
+    from pipeline.session import EXECUTOR_PYTHON_KEY
+
+    executors = spark.conf.get(EXECUTOR_PYTHON_KEY, None) or "python3"
+    return (
+        f"a Spark Python worker cannot import {module!r}: executors run {executors}, the "
+        f"driver's planning runs {sys.executable}; install {' '.join(EXECUTOR_REQUIREMENTS)} "
+        "for the executors' interpreter on every node, or point spark.pyspark.python at one "
+        "that has them"
+    )
 
 
 def _store(store_dir: str) -> str:
@@ -64,7 +89,33 @@ def pipeline() -> None:
     from broker.logging import configure_logging
 
     # Events go to stderr: stdout carries only the commands' output (`stats --json` is JSON).
-    configure_logging()
+    # On a terminal each event first clears the line Spark's progress bar may be drawing on.
+    terminal = sys.stderr.isatty()
+    configure_logging(stream=cast(TextIO, BarClearingStream(sys.stderr)) if terminal else None)
+
+
+class BarClearingStream:
+    """A terminal stream whose lines start by erasing what is on the current line (a progress
+    bar drawn with carriage returns), so that a log event never shares its line."""
+
+    CLEAR_LINE = "\r\x1b[2K"
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.at_line_start = True
+
+    def write(self, text: str) -> int:
+        if text and self.at_line_start:
+            self.out.write(self.CLEAR_LINE)
+        if text:
+            self.at_line_start = text.endswith("\n")
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def isatty(self) -> bool:
+        return self.out.isatty()
 
 
 @pipeline.command("export")
@@ -129,6 +180,28 @@ def stats_command(store_dir: str, master: str | None, by: str, as_json: bool) ->
         rows = stats(spark, store, by)
     for row in rows:
         click.echo(json.dumps(row, default=_json_value) if as_json else _line(row))
+
+
+@pipeline.command("package")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory to write rmq_pipeline.zip and executor-requirements.txt into.",
+)
+def package_command(out_dir: str) -> None:
+    """Write the zip for spark-submit --py-files and the executors' pip requirements."""
+    from pipeline.package import EXECUTOR_REQUIREMENTS, PackageSourceError, write_bundle
+
+    try:
+        zip_path, requirements = write_bundle(out_dir)
+    except (PackageSourceError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {zip_path} (spark-submit --py-files {zip_path})")
+    click.echo(
+        f"wrote {requirements}: every executor's Python needs {' '.join(EXECUTOR_REQUIREMENTS)}"
+    )
 
 
 def _json_value(value: object) -> object:

@@ -7,11 +7,11 @@ executors). Every object here is pickled to workers, so none holds a file, a map
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
-import structlog
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -23,9 +23,10 @@ from pyspark.sql.types import StructType
 from pipeline import columnar, options, splits
 from pipeline.columnar import DataLossError
 from pipeline.schema import spark_schema
-from store.reader import CommitLogReader
 
-log = structlog.get_logger()
+#: this module is imported by every executor, which needs no more than reading does: standard
+#: logging (no structlog), and the store's reader (msgpack, structlog) only on the driver
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CommitLogBatchReader",
@@ -84,7 +85,7 @@ def checked_start(offset: int, bounds: splits.StoreBounds, fail_on_data_loss: bo
             f"offset {offset} is below the first segment (offset {bounds.min_offset}): those "
             "records were deleted; set failOnDataLoss=false to continue from the earliest offset"
         )
-    log.warning("commitlog_data_loss", requested=offset, earliest=bounds.min_offset)
+    log.warning("commitlog_data_loss requested=%d earliest=%d", offset, bounds.min_offset)
     return bounds.min_offset
 
 
@@ -105,6 +106,8 @@ def snap_to_record(store_dir: str, offset: int, bounds: splits.StoreBounds) -> i
                 return min(base + bounds.segment_size, bounds.durable_offset)
             if first != splits.RESYNC:
                 return first
+    from store.reader import CommitLogReader
+
     reader = CommitLogReader(store_dir)  # past a damaged header: resync by structure
     try:
         found = reader.next_boundary(offset)
@@ -139,11 +142,11 @@ class CommitLogBatchReader(DataSourceReader):
             fail_on_data_loss=opts.fail_on_data_loss,
         )
         log.info(
-            "commitlog_batch_planned",
-            store=opts.store_dir,
-            start=self.start,
-            end=self.end,
-            splits=len(self.planned),
+            "commitlog_batch_planned store=%s start=%d end=%d splits=%d",
+            opts.store_dir,
+            self.start,
+            self.end,
+            len(self.planned),
         )
 
     def _range(self, bounds: splits.StoreBounds) -> tuple[int, int]:

@@ -7,8 +7,8 @@ sizes from a segment's base: a message body may hold anything, a whole record im
 matching offset field included, so searching for a record-like pattern at a cut could turn part
 of a body into a row. The planner therefore walks the headers of a segment it cuts (the size and
 magic of each record, one pass per segment) and starts every split at a record start it reached.
-Only past a damaged header, where no walk goes on, does a split fall back to the store reader's
-resync (`CommitLogReader.next_boundary`). Callers keep `end` at or below the durable offset,
+Only past a damaged header, where no walk goes on, does a split fall back to a resync by
+structure (`store.decode.find_record_boundary`). Callers keep `end` at or below the durable offset,
 which is always a record boundary, so no split ever reaches a half-written record.
 """
 
@@ -24,12 +24,12 @@ from pyspark.sql.datasource import InputPartition
 
 from pipeline import columnar
 from store import decode, layout
-from store.decode import RecordFormatError
+from store.decode import RecordFormatError, find_record_boundary
 from store.layout import Buffer
-from store.reader import CommitLogReader
 from store.segment_view import open_segment
 
-#: executors log through the standard library: reading needs no more than that
+#: executors log through the standard library and import no more of the store than reading needs
+#: (no store.reader: its checkpoint and mapped-file modules bring msgpack and structlog)
 _log = logging.getLogger(__name__)
 
 #: a cut that the header walk could not reach (a damaged header before it): resync when read
@@ -59,7 +59,10 @@ class StoreBounds:
 
 
 def store_bounds(store_dir: str) -> StoreBounds:
-    """Snapshot of the store's segments and durable offset, read through the store's reader."""
+    """Snapshot of the store's segments and durable offset, read through the store's reader.
+    Runs on the driver only."""
+    from store.reader import CommitLogReader
+
     reader = CommitLogReader(store_dir)
     try:
         segments = tuple((int(base), str(path)) for base, path in reader.segments)
@@ -116,11 +119,13 @@ def first_record_starts(path: str, base: int, cuts: list[int], end: int) -> list
     None where no record starts in `[cut, end)`; RESYNC for cuts past a header that is not a
     record (a damaged log: the split that holds the damage reports it when read).
     """
+    if not cuts:  # nothing to find: the segment is only read by the tasks
+        return [] if os.path.exists(path) else None
     view = open_segment(path)
     if view is None:
         return None if not os.path.exists(path) else [None] * len(cuts)
     with view:
-        return _hop_to_cuts(view.mm, base, cuts, end) if cuts else []
+        return _hop_to_cuts(view.mm, base, cuts, end)
 
 
 def data_loss(path: str, offset: int, fail: bool) -> None:
@@ -178,12 +183,18 @@ def read_split(split: Split, options: columnar.DecodeOptions) -> Iterator[pa.Rec
 
 
 def _resync(split: Split) -> int | None:
-    """First record start at or after `split.lo` within the split's segment, or None."""
-    reader = CommitLogReader(split.store_dir)
-    try:
-        found = reader.next_boundary(split.lo)
-    finally:
-        reader.close()
-    if found is None or found >= split.base + (split.hi - split.base):
+    """First record start in `[split.lo, split.hi)` of the split's segment, or None.
+
+    Found by structure (`store.decode.find_record_boundary`, without the body CRC, as the store
+    reader's resync does). A record starting below `hi` starts below the durable offset, so it is
+    whole: the search may look at the whole mapping."""
+    view = open_segment(split.path)
+    if view is None:
         return None
-    return int(found)
+    with view:
+        found = find_record_boundary(
+            view.mm, split.lo - split.base, split.base, len(view.mm), verify_crc=False
+        )
+    if found is None or split.base + found >= split.hi:
+        return None
+    return split.base + found

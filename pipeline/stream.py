@@ -10,12 +10,12 @@ process after a restart.
 
 from __future__ import annotations
 
+import logging
 import mmap
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 
 import pyarrow as pa
-import structlog
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -29,7 +29,8 @@ from pipeline.source import checked_start, read_partition, snap_to_record
 from store.columns import walk
 from store.segment_view import open_segment
 
-log = structlog.get_logger()
+#: imported by every executor: standard logging, as in pipeline.source
+log = logging.getLogger(__name__)
 
 
 class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -57,7 +58,7 @@ class CommitLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
         self.target = splits.store_bounds(self.opts.store_dir).durable_offset
-        log.info("commitlog_available_now", target=self.target)
+        log.info("commitlog_available_now target=%d", self.target)
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:  # noqa: N802
         bounds = splits.store_bounds(self.opts.store_dir)

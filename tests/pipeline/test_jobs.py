@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import collections
+import io
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -14,14 +16,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from broker.cli_pipeline import pipeline
+from broker.cli_pipeline import BarClearingStream, pipeline
 from pipeline import jobs
-from pipeline.session import JavaNotFoundError, find_java
+from pipeline.session import EXECUTOR_PYTHON_KEY, JavaNotFoundError, find_java
 from store.reader import CommitLogReader
 from tests.pipeline import stores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+EDITABLE = pathlib.Path(__file__).parent / "editable"
 
 
 @pytest.fixture(scope="module")
@@ -121,16 +125,77 @@ def test_not_a_store_is_one_line(tmp_path: pathlib.Path) -> None:
 def test_cli_stats_json_stdout_is_only_json_and_a_new_store_has_no_rows(
     store_dir: str, tmp_path: pathlib.Path
 ) -> None:
-    new_store = str(tmp_path / "new")
-    stores.append_sync(new_store, [])
-    for root, topics in ((store_dir, set(expected_stats(store_dir))), (new_store, set())):
+    """Run from the folder holding a store named `store` (with its config/ and index/ folders),
+    by the console script and by `python -m broker`, with the project importable as an editable
+    install makes it (tests/pipeline/editable): the folder must not shadow the package, in the
+    CLI or in Spark's Python workers (started with the working directory on their path)."""
+    new_store = tmp_path / "store"
+    stores.append_sync(str(new_store), [])
+    assert (new_store / "config").is_dir() and (new_store / "index").is_dir()
+    console_script = str(pathlib.Path(sys.executable).parent / "rmq-broker")
+    runs: tuple[tuple[list[str], pathlib.Path, set[str]], ...] = (
+        ([console_script], pathlib.Path(store_dir).parent, set(expected_stats(store_dir))),
+        ([sys.executable, "-m", "broker"], tmp_path, set()),
+    )
+    for command, cwd, topics in runs:
         done = subprocess.run(
-            [sys.executable, "-m", "broker", "pipeline", "stats", "--store-dir", root, "--json"],
+            [*command, "pipeline", "stats", "--store-dir", "store", "--json"],
             capture_output=True,
             text=True,
             timeout=240,
             check=False,
+            cwd=cwd,
+            env={**os.environ, "PYTHONPATH": str(EDITABLE)},
         )
         assert done.returncode == 0, done.stderr[-2000:]
         assert {json.loads(line)["topic"] for line in done.stdout.splitlines()} == topics
-        assert "spark_session_started" in done.stderr
+        # stderr is not a terminal: JSON events, and no progress bar to share their lines
+        events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+        started = [e for e in events if e["event"] == "spark_session_started"]
+        assert len(started) == 1 and started[0]["progress"] is False
+        assert "[Stage" not in done.stderr
+
+
+def test_a_worker_python_without_pyarrow_is_one_line_naming_it(
+    spark: SparkSession, store_dir: str, tmp_path: pathlib.Path
+) -> None:
+    """Executors on an interpreter that lacks pyarrow: the CLI says which one and what it needs."""
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _NoPyarrow:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'pyarrow':\n"
+        "            raise ModuleNotFoundError(\"No module named 'pyarrow'\", name=name)\n"
+        "sys.meta_path.insert(0, _NoPyarrow())\n"
+    )
+    python = tmp_path / "python-without-pyarrow"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={blocker}:$PYTHONPATH exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    spark.conf.set(EXECUTOR_PYTHON_KEY, str(python))
+    try:
+        result = CliRunner().invoke(pipeline, ["stats", "--store-dir", store_dir])
+    finally:
+        spark.conf.unset(EXECUTOR_PYTHON_KEY)
+    assert result.exit_code == 1, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: a Spark Python worker cannot import 'pyarrow'")
+    assert f"executors run {python}" in line and "pyarrow>=18" in line
+    assert spark.range(1).count() == 1
+
+
+def test_log_lines_on_a_terminal_start_by_clearing_the_progress_bar() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    stream = BarClearingStream(out)
+    out.write("[Stage 0:>    (0 + 1) / 4]")  # Spark draws its bar without a newline
+    stream.write("event=a")
+    stream.write("\n")
+    stream.write("event=b\n")
+    clear = BarClearingStream.CLEAR_LINE
+    assert out.getvalue() == f"[Stage 0:>    (0 + 1) / 4]{clear}event=a\n{clear}event=b\n"
+    assert stream.isatty()
