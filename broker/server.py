@@ -148,6 +148,7 @@ class BrokerServer:
                 self.connections.discard(connection)
                 self.broker.consumers.connection_closed(connection.conn_id)
                 self.broker.producers.connection_closed(connection.conn_id)
+                self.broker.peers.connection_closed(connection.conn_id)
                 if self._draining and not self.connections:
                     self._all_closed.set()
                 await trio.aclose_forcefully(stream)
@@ -286,6 +287,7 @@ async def serve(
             schedule.load()
             await background.start(schedule.run)
             await admin_registry.start(broker, background, schedule)
+            await background.start(broker.peers.run)
             if config.namesrv_addrs:
                 server.registration = Registration(config, topics, broker.addr)
                 await background.start(server.registration.run)
