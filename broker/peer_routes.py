@@ -65,6 +65,11 @@ class PeerRoutes:
             await trio.sleep(SCAN_INTERVAL_S)
             self.routes.scan_not_active_broker()
 
+    def has(self, topic: str, own_name: str) -> bool:
+        """Whether a peer other than `own_name` registered `topic`."""
+        queues = self.routes.topic_queue_table.get(topic)
+        return bool(queues) and any(name != own_name for name in queues)
+
     def route(
         self, topic: str, own_name: str, *, would_create: bool
     ) -> tuple[list[QueueData], list[BrokerData]]:

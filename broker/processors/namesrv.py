@@ -86,6 +86,9 @@ class GetRouteInfoProcessor:
         if topic is not None and broker.admin.route_hidden(header.topic, topic):
             topic = None
         would_create = topic is not None and broker.topics.find(header.topic) is None
+        if would_create and broker.peers.has(header.topic, config.broker_name):
+            # as a name server would: a topic some broker has is routed to those that have it
+            topic = None
         peer_queues, peer_brokers = broker.peers.route(
             header.topic, config.broker_name, would_create=would_create
         )

@@ -15,7 +15,11 @@ import trio
 from broker.topic_config import TopicConfig
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer, serve
+from protocol.admin_topic import TopicConfigData
+from protocol.codes import RequestCode, ResponseCode
+from protocol.route import ClusterInfo, TopicRouteData
 from tests.conftest import make_config, start_broker
+from tests.namesrv.fake_broker import connect, register_request, request, route_request
 
 
 async def start_namesrv(nursery: trio.Nursery, tmp_path: pathlib.Path, name: str) -> NamesrvServer:
@@ -109,3 +113,37 @@ async def _read_forever(stream: trio.SocketStream) -> None:
     async with stream:
         while await stream.receive_some(65536):
             pass
+
+
+async def test_another_broker_registers_with_the_embedded_role_unless_acl_is_on(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    """REGISTER_BROKER on a broker's own port: its routes and cluster info then include the
+    peer; with ACL on, an unsigned one is refused NO_PERMISSION and changes nothing."""
+    plain = await start_broker(nursery, make_config(tmp_path / "plain"))
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(
+        "accounts:\n  - accessKey: operator1\n    secretKey: operator-secret\n    admin: true\n"
+    )
+    guarded = await start_broker(
+        nursery, make_config(tmp_path / "acl", acl_enable=True, acl_file=str(acl_file))
+    )
+    peer = register_request("127.0.0.1:1", "broker-peer", (TopicConfigData("Shared", 2, 2, 6),))
+    async with connect(plain.port) as conn:
+        answer = await conn.call(peer)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        route = await conn.call(route_request("Shared"))
+        assert route.code == ResponseCode.SUCCESS  # the peer's topic, which this broker lacks
+        data = TopicRouteData.from_json(route.body or b"{}")
+        assert [(q.broker_name, q.write_queue_nums) for q in data.queue_datas] == [
+            ("broker-peer", 2)
+        ]
+        info = await conn.call(request(RequestCode.GET_BROKER_CLUSTER_INFO))
+        clusters = ClusterInfo.from_json(info.body or b"{}").cluster_addr_table
+        assert clusters == {"DefaultCluster": ["broker-a", "broker-peer"]}
+    async with connect(guarded.port) as conn:
+        answer = await conn.call(register_request("127.0.0.1:1", "broker-peer"))
+        assert answer.code == ResponseCode.NO_PERMISSION, answer.remark
+        assert not guarded.server.broker.peers.routes.broker_live_table
+    await plain.stop()
+    await guarded.stop()
