@@ -67,8 +67,8 @@ class PeerRoutes:
 
     def has(self, topic: str, own_name: str) -> bool:
         """Whether a peer other than `own_name` registered `topic`."""
-        queues = self.routes.topic_queue_table.get(topic)
-        return bool(queues) and any(name != own_name for name in queues)
+        queues = self.routes.topic_queue_table.get(topic) or {}
+        return any(name != own_name for name in queues)
 
     def route(
         self, topic: str, own_name: str, *, would_create: bool
