@@ -147,3 +147,30 @@ async def test_another_broker_registers_with_the_embedded_role_unless_acl_is_on(
         assert not guarded.server.broker.peers.routes.broker_live_table
     await plain.stop()
     await guarded.stop()
+
+
+async def test_a_name_server_that_restarts_gets_the_broker_back(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    """The restarted name server knows nothing; the broker notices the closed connection at
+    once, reconnects with backoff and registers again, long before its period (60 s)."""
+    first = await start_namesrv(nursery, tmp_path, "ns")
+    port = first.port
+    config = make_config(
+        tmp_path / "store", namesrv_addr=f"127.0.0.1:{port}", register_name_server_period=60_000
+    )
+    broker = await start_broker(nursery, config)
+    registration = broker.server.registration
+    assert registration is not None
+    (link,) = registration.links
+    await wait_until(lambda: link.state == "up")
+    first.shutdown()
+    await wait_until(lambda: link.state == "down")
+    again = NamesrvConfig(
+        listen_host="127.0.0.1", listen_port=port, kv_config_path=str(tmp_path / "kv2.json")
+    )
+    second: NamesrvServer = await nursery.start(serve, again)
+    await wait_until(lambda: broker.server.broker.addr in second.routes.broker_live_table)
+    assert link.state == "up" and link.registrations == 2
+    await broker.stop()
+    second.shutdown()
