@@ -15,6 +15,7 @@ from broker.admin.state import AdminState
 from broker.consumer_manager import ConsumerManager
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.long_polling import PullWaiters
+from broker.peer_routes import PeerRoutes
 from broker.producer_manager import ProducerManager
 from broker.read_budget import ReadBudget
 from broker.rebalance_lock import RebalanceLockManager
@@ -85,6 +86,8 @@ class BrokerContext:
     admin: AdminState = field(default_factory=AdminState)
     #: partial frames held by every connection together (`max_buffered_bytes`)
     read_budget: ReadBudget = field(default_factory=lambda: ReadBudget(64 * 1024 * 1024))
+    #: other brokers registered with this broker's name-server role
+    peers: PeerRoutes = field(default_factory=PeerRoutes)
     #: the delay of each level in ms, level 1 first (`message_delay_level`, parsed once here)
     delay_levels_ms: tuple[int, ...] = field(init=False)
 

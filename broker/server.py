@@ -31,6 +31,7 @@ from broker.processor_table import broker_processors, namesrv_processors
 from broker.processors import RequestProcessor
 from broker.read_budget import ReadBudget
 from broker.rebalance_lock import RebalanceLockManager
+from broker.registration import Registration
 from broker.resources import bind_error, raise_open_files_limit
 from broker.schedule import ScheduleMessageService
 from broker.store_metrics import serving_metrics, timed_flusher
@@ -59,6 +60,8 @@ class BrokerServer:
         self.refused_connections = 0
         #: the port of /metrics and the dashboard, when `metrics_listen` is set
         self.http_port: int | None = None
+        #: the registration with `namesrv_addr`'s name servers, when it is set
+        self.registration: Registration | None = None
         self._refusing = False
         self._shutdown = trio.Event()
         self._all_closed = trio.Event()
@@ -145,6 +148,7 @@ class BrokerServer:
                 self.connections.discard(connection)
                 self.broker.consumers.connection_closed(connection.conn_id)
                 self.broker.producers.connection_closed(connection.conn_id)
+                self.broker.peers.connection_closed(connection.conn_id)
                 if self._draining and not self.connections:
                     self._all_closed.set()
                 await trio.aclose_forcefully(stream)
@@ -283,6 +287,10 @@ async def serve(
             schedule.load()
             await background.start(schedule.run)
             await admin_registry.start(broker, background, schedule)
+            await background.start(broker.peers.run)
+            if config.namesrv_addrs:
+                server.registration = Registration(config, topics, broker.addr)
+                await background.start(server.registration.run)
             await _run(server, listeners, namesrv_listeners, task_status)
             background.cancel_scope.cancel()  # the offsets are written once more on the way out
     log.info("shutdown_complete")
@@ -335,6 +343,9 @@ async def _run(
             task_status.started(server)
             await server.wait_shutdown()
             log.info("shutdown", connections=len(server.connections))
+            if server.registration is not None:
+                # out of the routes first, so that clients stop choosing this broker
+                await server.registration.unregister_all()
             accepting.cancel_scope.cancel()
         for listener in listeners + namesrv_listeners:
             await listener.aclose()
