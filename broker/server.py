@@ -26,6 +26,7 @@ from broker.connection import Connection, peer_address
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.context import BrokerContext
 from broker.dispatcher import Dispatcher
+from broker.ha.service import HAService
 from broker.metrics import BrokerMetrics
 from broker.processor_table import broker_processors, namesrv_processors
 from broker.processors import RequestProcessor
@@ -283,6 +284,8 @@ async def serve(
             schedule.load()
             await background.start(schedule.run)
             await admin_registry.start(broker, background, schedule)
+            broker.ha = HAService(config, store)
+            await broker.ha.start(background)
             await _run(server, listeners, namesrv_listeners, task_status)
             background.cancel_scope.cancel()  # the offsets are written once more on the way out
     log.info("shutdown_complete")
