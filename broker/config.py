@@ -144,6 +144,8 @@ class BrokerConfig:
     ha_listen_port: int | None = None
     #: where a SLAVE finds its master's HA port; None until registration tells it
     ha_master_address: HostPort | None = None
+    #: where a SLAVE copies topics, groups and offsets from (the master's listen address)
+    ha_master_broker_address: HostPort | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -253,7 +255,13 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 _BROKER_FIELDS: Final = {f.name for f in dataclasses.fields(BrokerConfig)} - {"store"}
 _STORE_FIELDS: Final = {f.name for f in dataclasses.fields(MessageStoreConfig)}
 _HOST_PORT_KEYS: Final = frozenset(
-    {"listen", "namesrv_listen", "metrics_listen", "ha_master_address"}
+    {
+        "listen",
+        "namesrv_listen",
+        "metrics_listen",
+        "ha_master_address",
+        "ha_master_broker_address",
+    }
 )
 
 

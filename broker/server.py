@@ -284,7 +284,7 @@ async def serve(
             schedule.load()
             await background.start(schedule.run)
             await admin_registry.start(broker, background, schedule)
-            broker.ha = HAService(config, store)
+            broker.ha = HAService(broker, store)
             await broker.ha.start(background)
             await _run(server, listeners, namesrv_listeners, task_status)
             background.cancel_scope.cancel()  # the offsets are written once more on the way out

@@ -1,32 +1,40 @@
 """`HAService`: which side of replication a broker runs, by `broker_role`.
 
 A master (SYNC_MASTER or ASYNC_MASTER) listens for slaves on `ha_listen_port`, by default the
-listen port + 1 as in 4.9 (any free port when the listen port is 0); a SLAVE runs the HA client
-towards `ha_master_address`. The name-server registration, once it learns the master's HA
-address, hands it to `update_master_address`; an explicit `ha_master_address` wins over it, as
-4.9's `haMasterAddress` does.
+listen port + 1 as in 4.9 (any free port when the listen port is 0). A SLAVE runs the HA client
+towards `ha_master_address` and copies the master's topics, groups and offsets every 10 s from
+`ha_master_broker_address`. The name-server registration hands what its answer names to
+`update_master_addresses`; an explicit address wins over it, as 4.9's `haMasterAddress` does.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import structlog
 import trio
 
-from broker.config import BrokerConfig, ConfigError, HostPort
+from broker.config import ConfigError, HostPort
 from broker.ha.master import serve_ha
 from broker.ha.slave import HAClient
+from broker.ha.slave_sync import SlaveSynchronize
 from store.config import BrokerRole
 from store.message_store import DefaultMessageStore
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
 
 log = structlog.get_logger()
 
 
 class HAService:
-    def __init__(self, config: BrokerConfig, store: DefaultMessageStore) -> None:
-        self.config = config
+    def __init__(self, broker: BrokerContext, store: DefaultMessageStore) -> None:
+        self.broker = broker
+        self.config = broker.config
         self.store = store
-        #: the slave's client (None on a master)
+        #: the slave's client and metadata copier (None on a master)
         self.client: HAClient | None = None
+        self.sync: SlaveSynchronize | None = None
         #: the master's bound HA port (None on a slave)
         self.ha_port: int | None = None
 
@@ -44,27 +52,41 @@ class HAService:
     async def start(self, nursery: trio.Nursery) -> None:
         """Start this role's side in `nursery`. Raises OSError when a master's HA port cannot
         be bound."""
+        config = self.config
         if self.is_slave:
-            self.client = HAClient(self.store, self.config.ha_master_address)
+            self.client = HAClient(self.store, config.ha_master_address)
             await nursery.start(self.client.run)
-            if self.config.ha_master_address is None:
+            self.sync = SlaveSynchronize(self.broker, config.ha_master_broker_address)
+            await nursery.start(self.sync.run)
+            if config.ha_master_address is None:
                 log.warning("ha_master_address_unknown", waiting_for="registration")
             return
-        host = self.config.listen.host
-        self.ha_port = await nursery.start(serve_ha, self.store, host, self.listen_port())
+        self.ha_port = await nursery.start(
+            serve_ha, self.store, config.listen.host, self.listen_port()
+        )
 
-    def update_master_address(self, address: str) -> None:
-        """The registration's answer named the master's HA address (`HOST:PORT`, "" for none).
-        Ignored on a master and when `ha_master_address` is configured; a bad address is one
-        log event and changes nothing."""
-        if self.client is None or self.config.ha_master_address is not None:
-            return
-        if not address:
-            self.client.update_master_address(None)
-            return
-        try:
-            master = HostPort.parse("ha_master_address", address)
-        except ConfigError as exc:
-            log.error("ha_master_address_refused", address=address, error=str(exc))
-            return
-        self.client.update_master_address(master)
+    def update_master_addresses(self, ha_server_addr: str, master_addr: str) -> None:
+        """The registration's answer named the master's HA address and broker address
+        (`HOST:PORT` each, "" for none: 4.9's `haServerAddr` and `masterAddr`). Ignored on a
+        master and for an address that is configured; a bad address is one log event and
+        changes nothing."""
+        if self.client is not None and self.config.ha_master_address is None:
+            ok, ha = _parse("haServerAddr", ha_server_addr)
+            if ok:
+                self.client.update_master_address(ha)
+        if self.sync is not None and self.config.ha_master_broker_address is None:
+            ok, broker = _parse("masterAddr", master_addr)
+            if ok:
+                self.sync.update_master_address(broker)
+
+
+def _parse(key: str, address: str) -> tuple[bool, HostPort | None]:
+    """(True, the address or None for ""), or (False, None), logged, when it is no
+    `HOST:PORT`."""
+    if not address:
+        return True, None
+    try:
+        return True, HostPort.parse(key, address)
+    except ConfigError as exc:
+        log.error("ha_master_address_refused", key=key, address=address, error=str(exc))
+        return False, None
