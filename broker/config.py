@@ -146,6 +146,9 @@ class BrokerConfig:
     ha_master_address: HostPort | None = None
     #: where a SLAVE copies topics, groups and offsets from (the master's listen address)
     ha_master_broker_address: HostPort | None = None
+    #: pulls may be sent to a slave: a consumer far behind is told to read from one (4.9's
+    #: slaveReadEnable and the group's whichBrokerWhenConsumeSlowly)
+    slave_read_enable: bool = False
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -105,6 +105,9 @@ class MessageStoreConfig:
     ha_slave_fallbehind_max: int = 256 * MIB
     #: ms without a byte from the peer after which an HA connection is closed
     ha_housekeeping_interval: int = 20_000
+    #: a pull whose last message lies more than this share (%) of the machine's memory behind
+    #: the log's end is told to read from a slave (when the broker allows slave reads)
+    access_message_in_memory_max_ratio: int = 40
 
     def __post_init__(self) -> None:
         for f in fields(self):
