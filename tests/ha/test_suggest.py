@@ -32,9 +32,7 @@ async def suggested_after_pull(tmp_path: pathlib.Path, **overrides: object) -> i
                 header = PullMessageRequestHeader(
                     "SuggestGroup", "Suggest", 0, 0, 1, FLAG_SUBSCRIPTION, 0, 0, 0, "*", "TAG"
                 )
-                request = RemotingCommand.request(
-                    RequestCode.PULL_MESSAGE, header.to_ext_fields()
-                )
+                request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
                 response = await client.request(request, 10)
                 assert response.code == ResponseCode.SUCCESS
                 answer = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
