@@ -39,6 +39,7 @@ from broker.subscription_group import SubscriptionGroupManager
 from broker.tls import shared_acceptor
 from broker.topic_config import TopicConfigManager
 from broker.transaction import TransactionService
+from store.config import BrokerRole
 from store.message_store import DefaultMessageStore
 
 log = structlog.get_logger()
@@ -279,10 +280,11 @@ async def serve(
                 broker.consumers.run_housekeeping, broker.locks.expire, broker.producers.expire
             )
             broker.transactions = TransactionService(broker)
-            await background.start(broker.transactions.run)
             schedule = ScheduleMessageService(broker, root / "config")
             schedule.load()
-            await background.start(schedule.run)
+            if config.store.broker_role is not BrokerRole.SLAVE:  # a slave stores nothing itself
+                await background.start(broker.transactions.run)
+                await background.start(schedule.run)
             await admin_registry.start(broker, background, schedule)
             broker.ha = HAService(broker, store)
             await broker.ha.start(background)

@@ -1,5 +1,6 @@
 """A slave serves what it copied: pulls of the master's messages, and the consumer offsets,
-topics and groups it takes over from the master's broker port (4.9's SlaveSynchronize)."""
+topics and groups it takes over from the master's broker port (4.9's SlaveSynchronize). It
+runs no delayed delivery of its own (it would try to store what its master delivers)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ async def test_a_slave_serves_pulls_offsets_and_topics_copied_from_its_master(
             for body in bodies:
                 result = await producer.send(Message(TOPIC, body, queue_id=0))
                 assert result.status is SendStatus.SEND_OK
+            # due in 1 s: the master delivers it; a slave stores nothing of its own
+            await producer.send(Message("HaLater", b"due", delay_level=1))
         async with open_pull_consumer("127.0.0.1", master.port, GROUP) as consumer:
             await consumer.subscribe(TOPIC)
             await consumer.commit(TOPIC, 0, 7)
@@ -51,3 +54,5 @@ async def test_a_slave_serves_pulls_offsets_and_topics_copied_from_its_master(
             assert got == bodies
             groups = await get_all_subscription_groups(consumer.connection)
             assert GROUP in groups.table
+        await trio.sleep(2.5)  # the delayed message is due, twice over
+    assert slave.count("delayed_delivery_failed") == 0
