@@ -286,7 +286,7 @@ async def serve(
                 await background.start(broker.transactions.run)
                 await background.start(schedule.run)
             await admin_registry.start(broker, background, schedule)
-            broker.ha = HAService(broker, store)
+            broker.ha = HAService(broker, store, schedule)
             await broker.ha.start(background)
             await _run(server, listeners, namesrv_listeners, task_status)
             background.cancel_scope.cancel()  # the offsets are written once more on the way out

@@ -23,13 +23,20 @@ from store.message_store import DefaultMessageStore
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
+    from broker.schedule import ScheduleMessageService
 
 log = structlog.get_logger()
 
 
 class HAService:
-    def __init__(self, broker: BrokerContext, store: DefaultMessageStore) -> None:
+    def __init__(
+        self,
+        broker: BrokerContext,
+        store: DefaultMessageStore,
+        schedule: ScheduleMessageService | None = None,
+    ) -> None:
         self.broker = broker
+        self.schedule = schedule
         self.config = broker.config
         self.store = store
         #: the slave's client and metadata copier (None on a master)
@@ -56,7 +63,9 @@ class HAService:
         if self.is_slave:
             self.client = HAClient(self.store, config.ha_master_address)
             await nursery.start(self.client.run)
-            self.sync = SlaveSynchronize(self.broker, config.ha_master_broker_address)
+            self.sync = SlaveSynchronize(
+                self.broker, config.ha_master_broker_address, self.schedule
+            )
             await nursery.start(self.sync.run)
             if config.ha_master_address is None:
                 log.warning("ha_master_address_unknown", waiting_for="registration")

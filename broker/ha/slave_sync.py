@@ -1,7 +1,8 @@
 """A slave's copy of its master's metadata (RocketMQ 4.9 `SlaveSynchronize`): every 10 s the
-topic configs, the subscription groups and the committed consumer offsets, read from the
-master's broker port with the ordinary admin requests (GET_ALL_TOPIC_CONFIG,
-GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET).
+topic configs, the subscription groups, the committed consumer offsets and the delay levels'
+offsets, read from the master's broker port with the ordinary admin requests
+(GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET,
+GET_ALL_DELAY_OFFSET).
 
 Topics and groups are replaced whole by the master's (one gone from the master goes here too);
 consumer offsets are taken over queue by queue, as 4.9's `putAll`. A round that fails (master
@@ -19,6 +20,7 @@ import trio
 
 from broker.config import HostPort
 from broker.consumer_offsets import TOPIC_GROUP_SEPARATOR
+from broker.ha.delay_offsets import decode_delay_offsets
 from broker.topic_config import TopicConfig
 from protocol.admin_group import ConsumerOffsetWrapper, SubscriptionGroupWrapper
 from protocol.admin_topic import TopicConfigSerializeWrapper
@@ -29,6 +31,7 @@ from rmq_client.producer import ConnectionClosedError, SendError, open_producer
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
+    from broker.schedule import ScheduleMessageService
 
 log = structlog.get_logger()
 
@@ -38,8 +41,15 @@ CALL_TIMEOUT_S: Final = 5.0
 
 
 class SlaveSynchronize:
-    def __init__(self, broker: BrokerContext, master: HostPort | None) -> None:
+    def __init__(
+        self,
+        broker: BrokerContext,
+        master: HostPort | None,
+        schedule: ScheduleMessageService | None = None,
+    ) -> None:
         self.broker = broker
+        #: the slave's own delay levels' offsets (it runs no delivery): saved as the master's
+        self.schedule = schedule
         self.master = master
         self.rounds = 0
         self._failing = False
@@ -69,9 +79,13 @@ class SlaveSynchronize:
                     topics = await call(conn, RequestCode.GET_ALL_TOPIC_CONFIG)
                     groups = await call(conn, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
                     offsets = await call(conn, RequestCode.GET_ALL_CONSUMER_OFFSET)
+                    delays = await call(conn, RequestCode.GET_ALL_DELAY_OFFSET)
             await self._apply_topics(TopicConfigSerializeWrapper.from_json(topics.body))
             await self._apply_groups(SubscriptionGroupWrapper.decode(groups.body))
             self._apply_offsets(ConsumerOffsetWrapper.decode(offsets.body))
+            if self.schedule is not None:
+                self.schedule.offsets = decode_delay_offsets(delays.body)
+                await self.schedule.save()
         except (
             OSError,
             trio.TooSlowError,

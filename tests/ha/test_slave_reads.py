@@ -4,6 +4,7 @@ runs no delayed delivery of its own (it would try to store what its master deliv
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 import trio
@@ -31,10 +32,12 @@ async def test_a_slave_serves_pulls_offsets_and_topics_copied_from_its_master(
                 result = await producer.send(Message(TOPIC, body, queue_id=0))
                 assert result.status is SendStatus.SEND_OK
             # due in 1 s: the master delivers it; a slave stores nothing of its own
-            await producer.send(Message("HaLater", b"due", delay_level=1))
+            await producer.send(Message("HaLater", b"due", delay_level=1, queue_id=0))
         async with open_pull_consumer("127.0.0.1", master.port, GROUP) as consumer:
             await consumer.subscribe(TOPIC)
             await consumer.commit(TOPIC, 0, 7)
+            later = await consumer.pull("HaLater", 0, 0, expression="*", suspend_ms=5000)
+            assert later.found  # the master delivered it: its level's offset is 1
     slave = start_slave(
         tmp_path / "slave",
         daemons,
@@ -56,3 +59,5 @@ async def test_a_slave_serves_pulls_offsets_and_topics_copied_from_its_master(
             assert GROUP in groups.table
         await trio.sleep(2.5)  # the delayed message is due, twice over
     assert slave.count("delayed_delivery_failed") == 0
+    delay_offsets = json.loads((tmp_path / "slave" / "config" / "delayOffset.json").read_text())
+    assert delay_offsets["offsetTable"]["1"] == 1  # the master's, where it delivered
