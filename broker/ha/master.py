@@ -151,7 +151,11 @@ async def serve_ha(
     log.info("ha_listening", host=host, port=bound)
 
     async def handler(stream: trio.SocketStream) -> None:
-        await HAConnection(store, stream).run()
+        try:
+            await HAConnection(store, stream).run()
+        except Exception:
+            # A fault in one slave's connection ends that connection, not the broker.
+            log.exception("ha_connection_failed")
 
     async with trio.open_nursery() as nursery:
         await nursery.start(trio.serve_listeners, handler, listeners)

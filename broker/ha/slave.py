@@ -80,6 +80,10 @@ class HAClient:
             reason = f"bad frame: {exc}"
         except ReplicaAppendError as exc:
             reason = f"refused: {exc}"
+        except Exception as exc:
+            # A fault here ends this connection, not the broker; the next one starts afresh.
+            log.exception("ha_client_failed", master=str(master))
+            reason = f"fault: {exc!r}"
         finally:
             self.connected = False
             with trio.CancelScope(shield=True):
