@@ -38,7 +38,7 @@ from store.mapped_file_queue import MappedFileQueue
 from store.message import MessageExtBrokerInner, PutMessageResult
 from store.put_queue import BurstCallback
 from store.recovery import recover
-from store.replica import ReplicaLog
+from store.replica import GroupTransferService, ReplicaLog
 from store.status import RunningFlags
 from store.store_tasks import (
     DiskCheck,
@@ -49,7 +49,6 @@ from store.store_tasks import (
     shutdown_files,
     verify_tail_loop,
 )
-from store.transfer import GroupTransferService
 from store.writer import CommitLogWriter
 
 log = structlog.get_logger()

@@ -45,7 +45,7 @@ from broker.admin.topics import (
 )
 from broker.config import BrokerConfig
 from broker.context import BrokerContext
-from broker.ha.delay_offsets import GetAllDelayOffsetProcessor
+from broker.ha.slave_sync import GetAllDelayOffsetProcessor
 from broker.processors import RequestProcessor
 from broker.schedule import ScheduleMessageService
 from protocol.codes import RequestCode

@@ -9,6 +9,11 @@ consumer offsets are taken over queue by queue, as 4.9's `putAll`. A round that 
 down, bad answer) is one log event and changes nothing; the next round tries again. The
 master's broker address comes from `ha_master_broker_address` or, later, the registration's
 answer (`update_master_address`).
+
+The delay offsets travel as 4.9 writes its `delayOffset.json` (fastjson, level keys unquoted:
+`{"offsetTable":{1:5,2:0}}`); the master answers GET_ALL_DELAY_OFFSET with
+`GetAllDelayOffsetProcessor`, so that a slave later started as a master does not deliver again
+what its master delivered already.
 """
 
 from __future__ import annotations
@@ -20,17 +25,19 @@ import trio
 
 from broker.config import HostPort
 from broker.consumer_offsets import TOPIC_GROUP_SEPARATOR
-from broker.ha.delay_offsets import decode_delay_offsets
 from broker.topic_config import TopicConfig
+from protocol import fastjson
 from protocol.admin_group import ConsumerOffsetWrapper, SubscriptionGroupWrapper
 from protocol.admin_topic import TopicConfigSerializeWrapper
-from protocol.codes import RequestCode
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
 from protocol.errors import RemotingProtocolError
 from rmq_client.admin_groups import call
 from rmq_client.producer import ConnectionClosedError, SendError, open_producer
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
+    from broker.processors import RequestContext
     from broker.schedule import ScheduleMessageService
 
 log = structlog.get_logger()
@@ -149,3 +156,33 @@ class SlaveSynchronize:
             topic, sep, group = key.partition(TOPIC_GROUP_SEPARATOR)
             if sep:
                 offsets.set_offsets(group, topic, queues)
+
+
+def encode_delay_offsets(offsets: dict[int, int]) -> bytes:
+    return fastjson.dumps({"offsetTable": dict(sorted(offsets.items()))}).encode()
+
+
+def decode_delay_offsets(body: bytes | None) -> dict[int, int]:
+    """The level -> offset table of a GET_ALL_DELAY_OFFSET answer; ValueError when malformed."""
+    value = fastjson.loads(body or b"")
+    table = value.get("offsetTable") if isinstance(value, dict) else None
+    if not isinstance(table, dict):
+        raise ValueError("delay offsets: no offsetTable object")
+    offsets: dict[int, int] = {}
+    for level, offset in table.items():
+        try:
+            number = int(level)
+        except (TypeError, ValueError):
+            raise ValueError(f"delay offsets: level {level!r} is not a number") from None
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0 or number < 1:
+            raise ValueError(f"delay offsets: bad entry {level!r}: {offset!r}")
+        offsets[number] = offset
+    return offsets
+
+
+class GetAllDelayOffsetProcessor:
+    """GET_ALL_DELAY_OFFSET (45): the delay levels' next offsets."""
+
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        body = encode_delay_offsets(ctx.broker.admin.schedule_offsets())
+        return request.make_response(ResponseCode.SUCCESS, body=body)

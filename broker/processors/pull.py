@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from broker.ha.suggest import suggest_broker_id
+from broker.ha.service import suggest_broker_id
 from broker.processors import RequestContext
 from broker.responses import pull_response_code
 from broker.topic_config import PERM_READ

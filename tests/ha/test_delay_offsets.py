@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.ha.delay_offsets import decode_delay_offsets, encode_delay_offsets
+from broker.ha.slave_sync import decode_delay_offsets, encode_delay_offsets
 
 
 def test_4_9_form() -> None:
