@@ -148,6 +148,16 @@ class BrokerConfig:
     #: CA bundle that client certificates must chain to
     tls_server_ca: str | None = None
     tls_server_need_client_auth: TlsClientAuth = TlsClientAuth.NONE
+    # Replication (docs/reliability.md): a master listens for slaves, a slave connects.
+    #: the master's HA port; None: the listen port + 1 (any free port when that is 0)
+    ha_listen_port: int | None = None
+    #: where a SLAVE finds its master's HA port; None until registration tells it
+    ha_master_address: HostPort | None = None
+    #: where a SLAVE copies topics, groups and offsets from (the master's listen address)
+    ha_master_broker_address: HostPort | None = None
+    #: pulls may be sent to a slave: a consumer far behind is told to read from one (4.9's
+    #: slaveReadEnable and the group's whichBrokerWhenConsumeSlowly)
+    slave_read_enable: bool = False
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -185,6 +195,8 @@ class BrokerConfig:
             raise ConfigError(
                 "broker_permission", f"must be within 0..7, got {self.broker_permission!r}"
             )
+        if self.ha_listen_port is not None and not 0 <= self.ha_listen_port <= 65535:
+            raise ConfigError("ha_listen_port", f"port {self.ha_listen_port} is out of range")
         if self.start_accept_send_request_time_stamp < 0:
             raise ConfigError("start_accept_send_request_time_stamp", "must be >= 0")
         if not self.broker_name or not self.broker_cluster_name:
@@ -274,7 +286,15 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 _BROKER_FIELDS: Final = {f.name for f in dataclasses.fields(BrokerConfig)} - {"store"}
 _STORE_FIELDS: Final = {f.name for f in dataclasses.fields(MessageStoreConfig)}
-_HOST_PORT_KEYS: Final = frozenset({"listen", "namesrv_listen", "metrics_listen"})
+_HOST_PORT_KEYS: Final = frozenset(
+    {
+        "listen",
+        "namesrv_listen",
+        "metrics_listen",
+        "ha_master_address",
+        "ha_master_broker_address",
+    }
+)
 
 
 def load_config(

@@ -24,6 +24,7 @@ from store.message import MessageExtBrokerInner, PutMessageResult
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.ha.service import HAService
     from broker.metrics import BrokerMetrics
     from broker.processors import RequestContext
     from broker.subscription_group import SubscriptionGroupManager
@@ -80,6 +81,8 @@ class BrokerContext:
     producers: ProducerManager = field(default_factory=ProducerManager)
     #: END_TRANSACTION and the check of half messages (set by the server)
     transactions: TransactionService | None = None
+    #: replication: the master's HA listener or the slave's client (set by the server)
+    ha: HAService | None = None
     #: the queue locks of orderly consumers (LOCK_BATCH_MQ)
     locks: RebalanceLockManager = field(default_factory=RebalanceLockManager)
     #: what the admin requests keep: TPS samples, name-server role switches, config version

@@ -30,9 +30,9 @@ from broker.topic_config import PERM_READ, PERM_WRITE, TopicConfigManager
 from protocol.admin_topic import DataVersion, TopicConfigData
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
-from protocol.errors import RemotingProtocolError
+from protocol.errors import HeaderFieldError, RemotingProtocolError
 from protocol.frame import FrameDecoder, encode_frame
-from protocol.namesrv_headers import UnRegisterBrokerRequestHeader
+from protocol.namesrv_headers import RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader
 from protocol.register_broker import RegisterBrokerBody, register_broker_request
 
 log = structlog.get_logger()
@@ -52,13 +52,23 @@ class RegistrationError(Exception):
 class Registration:
     """The broker's side of every name server in `namesrv_addr`."""
 
-    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, broker_addr: str) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicConfigManager,
+        broker_addr: str,
+        *,
+        ha_port: int | None = None,
+        on_master: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.config = config
         self.topics = topics
         self.broker_addr = broker_addr
         ip, _, port = broker_addr.rpartition(":")
-        #: 4.9 announces brokerIP2 and the HA port, the listen port + 1
-        self.ha_server_addr = f"{ip}:{int(port) + 1}"
+        #: 4.9 announces brokerIP2 and the HA port: the port bound for slaves, else listen + 1
+        self.ha_server_addr = f"{ip}:{int(port) + 1 if ha_port is None else ha_port}"
+        #: called with a registration answer's `haServerAddr` and `masterAddr` (a slave's master)
+        self.on_master = on_master
         self.links = [NamesrvLink(addr, self) for addr in config.namesrv_addrs]
         self._body: tuple[tuple[int, int], RegisterBrokerBody] | None = None
         topics.listeners.append(self.topics_changed)
@@ -220,6 +230,13 @@ class NamesrvLink:
         if answer.code != ResponseCode.SUCCESS:
             raise RegistrationError(f"registration refused: {answer.code} {answer.remark}")
         self.registrations += 1
+        if registration.on_master is not None:
+            try:
+                master = RegisterBrokerResponseHeader.from_ext_fields(answer.ext_fields or {})
+            except HeaderFieldError as exc:
+                log.warning("namesrv_answer_refused", namesrv=str(self.addr), error=str(exc))
+            else:
+                registration.on_master(master.ha_server_addr or "", master.master_addr or "")
         if self.state != "up":
             log.info(
                 "namesrv_registered" if self.state == "new" else "namesrv_back",

@@ -26,6 +26,7 @@ from broker.connection import Connection, peer_address
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.context import BrokerContext
 from broker.dispatcher import Dispatcher
+from broker.ha.service import HAService
 from broker.metrics import BrokerMetrics
 from broker.processor_table import broker_processors, namesrv_processors
 from broker.processors import RequestProcessor
@@ -39,6 +40,7 @@ from broker.subscription_group import SubscriptionGroupManager
 from broker.tls import shared_acceptor
 from broker.topic_config import TopicConfigManager
 from broker.transaction import TransactionService
+from store.config import BrokerRole
 from store.message_store import DefaultMessageStore
 
 log = structlog.get_logger()
@@ -282,14 +284,23 @@ async def serve(
                 broker.consumers.run_housekeeping, broker.locks.expire, broker.producers.expire
             )
             broker.transactions = TransactionService(broker)
-            await background.start(broker.transactions.run)
             schedule = ScheduleMessageService(broker, root / "config")
             schedule.load()
-            await background.start(schedule.run)
+            if config.store.broker_role is not BrokerRole.SLAVE:  # a slave stores nothing itself
+                await background.start(broker.transactions.run)
+                await background.start(schedule.run)
             await admin_registry.start(broker, background, schedule)
+            broker.ha = HAService(broker, store, schedule)
+            await broker.ha.start(background)
             await background.start(broker.peers.run)
             if config.namesrv_addrs:
-                server.registration = Registration(config, topics, broker.addr)
+                server.registration = Registration(
+                    config,
+                    topics,
+                    broker.addr,
+                    ha_port=broker.ha.ha_port,
+                    on_master=broker.ha.update_master_addresses,
+                )
                 await background.start(server.registration.run)
             await _run(server, listeners, namesrv_listeners, task_status)
             background.cancel_scope.cancel()  # the offsets are written once more on the way out

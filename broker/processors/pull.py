@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from broker.ha.service import suggest_broker_id
 from broker.processors import RequestContext
 from broker.processors.namesrv import FAQ_SUFFIX
 from broker.responses import pull_response_code
@@ -80,7 +81,8 @@ class PullMessageProcessor:
             )
             if await broker.pull_waiters.wait(header.topic, header.queue_id, suspend_s):
                 found = await self._read(header, tag_filter, broker)
-        return self._response(request, header, found)
+        suggested = suggest_broker_id(broker, header.consumer_group, found)
+        return self._response(request, header, found, suggested)
 
     @staticmethod
     async def _read(
@@ -153,11 +155,14 @@ class PullMessageProcessor:
 
     @staticmethod
     def _response(
-        request: RemotingCommand, header: PullMessageRequestHeader, found: GetMessageResult
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        found: GetMessageResult,
+        suggested: int,
     ) -> RemotingCommand:
         code = pull_response_code(found.status, header.queue_offset)
         ext = PullMessageResponseHeader(
-            MASTER_ID, found.next_begin_offset, found.min_offset, found.max_offset
+            suggested, found.next_begin_offset, found.min_offset, found.max_offset
         ).to_ext_fields()
         body = b"".join(found.messages) if code == ResponseCode.SUCCESS else None
         return request.make_response(code, None, ext_fields=ext, body=body)
