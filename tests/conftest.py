@@ -47,6 +47,7 @@ XDIST_GROUPS: Final = {
         "tests/reliability/test_crash_rollover.py",
         "tests/reliability/test_recovery_repeat.py",
         "tests/store/test_crash.py",
+        "tests/ha/test_master_kill.py",
     ),
     "spark": (
         "tests/pipeline/test_batch.py",
@@ -54,6 +55,10 @@ XDIST_GROUPS: Final = {
         "tests/pipeline/test_retention.py",
         "tests/pipeline/test_stream.py",
     ),
+    # one standalone Spark master and worker for the module's tests, not one per worker
+    "spark-cluster": ("tests/pipeline/test_cluster.py",),
+    # one cluster of name servers and brokers for the module's tests
+    "cluster": ("tests/cluster/test_cpp_cluster.py",),
 }
 
 
