@@ -27,6 +27,9 @@ from broker.config import BrokerConfig, build_config
 from broker.server import BrokerServer, serve
 from rmq_client.producer import Producer, open_producer
 
+#: tests/plugin runs pytest on sample projects in temporary directories
+pytest_plugins = ["pytester"]
+
 # No per-example deadline: it is a timing assertion (200 ms by default) that fails on a loaded
 # machine; a hung example is still caught by the pytest timeout.
 settings.register_profile("suite", deadline=None)
