@@ -3,17 +3,13 @@
 Importing it warns (DeprecationWarning) and hands on the objects of the new module itself.
 """
 
-import warnings
 from typing import Any
 
 import rmq_client.admin as _moved
+from broker._moved import warn_moved
 from rmq_client.admin import *  # noqa: F403
 
-warnings.warn(
-    "broker.admin_client is deprecated: import rmq_client.admin instead",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("broker.admin_client", "rmq_client.admin")
 
 
 def __getattr__(name: str) -> Any:

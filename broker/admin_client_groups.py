@@ -3,17 +3,13 @@
 Importing it warns (DeprecationWarning) and hands on the objects of the new module itself.
 """
 
-import warnings
 from typing import Any
 
 import rmq_client.admin_groups as _moved
+from broker._moved import warn_moved
 from rmq_client.admin_groups import *  # noqa: F403
 
-warnings.warn(
-    "broker.admin_client_groups is deprecated: import rmq_client.admin_groups instead",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("broker.admin_client_groups", "rmq_client.admin_groups")
 
 
 def __getattr__(name: str) -> Any:

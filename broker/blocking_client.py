@@ -3,17 +3,13 @@
 Importing it warns (DeprecationWarning) and hands on the objects of the new module itself.
 """
 
-import warnings
 from typing import Any
 
 import rmq_client.blocking as _moved
+from broker._moved import warn_moved
 from rmq_client.blocking import *  # noqa: F403
 
-warnings.warn(
-    "broker.blocking_client is deprecated: import rmq_client.blocking instead",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("broker.blocking_client", "rmq_client.blocking")
 
 
 def __getattr__(name: str) -> Any:

@@ -3,17 +3,13 @@
 Importing it warns (DeprecationWarning) and hands on the objects of the new module itself.
 """
 
-import warnings
 from typing import Any
 
 import rmq_client.producer as _moved
+from broker._moved import warn_moved
 from rmq_client.producer import *  # noqa: F403
 
-warnings.warn(
-    "broker.client is deprecated: import rmq_client.producer instead",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("broker.client", "rmq_client.producer")
 
 
 def __getattr__(name: str) -> Any:

@@ -3,17 +3,13 @@
 Importing it warns (DeprecationWarning) and hands on the objects of the new module itself.
 """
 
-import warnings
 from typing import Any
 
 import rmq_client.pull_consumer as _moved
+from broker._moved import warn_moved
 from rmq_client.pull_consumer import *  # noqa: F403
 
-warnings.warn(
-    "broker.pull_client is deprecated: import rmq_client.pull_consumer instead",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("broker.pull_client", "rmq_client.pull_consumer")
 
 
 def __getattr__(name: str) -> Any:

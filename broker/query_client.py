@@ -3,17 +3,13 @@
 Importing it warns (DeprecationWarning) and hands on the objects of the new module itself.
 """
 
-import warnings
 from typing import Any
 
 import rmq_client.query as _moved
+from broker._moved import warn_moved
 from rmq_client.query import *  # noqa: F403
 
-warnings.warn(
-    "broker.query_client is deprecated: import rmq_client.query instead",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("broker.query_client", "rmq_client.query")
 
 
 def __getattr__(name: str) -> Any:

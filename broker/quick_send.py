@@ -3,17 +3,13 @@
 Importing it warns (DeprecationWarning) and hands on the objects of the new module itself.
 """
 
-import warnings
 from typing import Any
 
 import rmq_client.quick_send as _moved
+from broker._moved import warn_moved
 from rmq_client.quick_send import *  # noqa: F403
 
-warnings.warn(
-    "broker.quick_send is deprecated: import rmq_client.quick_send instead",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("broker.quick_send", "rmq_client.quick_send")
 
 
 def __getattr__(name: str) -> Any:

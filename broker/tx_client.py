@@ -3,17 +3,13 @@
 Importing it warns (DeprecationWarning) and hands on the objects of the new module itself.
 """
 
-import warnings
 from typing import Any
 
 import rmq_client.transaction as _moved
+from broker._moved import warn_moved
 from rmq_client.transaction import *  # noqa: F403
 
-warnings.warn(
-    "broker.tx_client is deprecated: import rmq_client.transaction instead",
-    DeprecationWarning,
-    stacklevel=2,
-)
+warn_moved("broker.tx_client", "rmq_client.transaction")
 
 
 def __getattr__(name: str) -> Any:

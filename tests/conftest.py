@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
 
 import pytest
+import structlog
 import trio
 from hypothesis import settings
 
@@ -29,6 +30,16 @@ from rmq_client.producer import Producer, open_producer
 
 #: tests/plugin runs pytest on sample projects in temporary directories
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def _structlog_unconfigured() -> Iterator[None]:
+    """A CLI command run in-process (click's CliRunner) configures structlog for the whole
+    process, with cached loggers; later tests' `capture_logs` would then see nothing."""
+    yield
+    if structlog.is_configured():
+        structlog.reset_defaults()
+
 
 # No per-example deadline: it is a timing assertion (200 ms by default) that fails on a loaded
 # machine; a hung example is still caught by the pytest timeout.

@@ -81,7 +81,7 @@ def parquet_offsets(folder: pathlib.Path) -> list[int]:
 
 def archive_python(path: pathlib.Path) -> None:
     """A venv.tar.gz stand-in: bin/python marks its process, then runs this interpreter."""
-    script = f'#!/bin/sh\nRMQ_TEST_VIA_ARCHIVE=1 exec {sys.executable} "$@"\n'.encode()
+    script = f'#!/bin/sh\nPIPELINE_AUDIT_VIA_ARCHIVE=1 exec {sys.executable} "$@"\n'.encode()
     with tarfile.open(path, "w:gz") as tar:
         info = tarfile.TarInfo("bin/python")
         info.size, info.mode = len(script), 0o755
@@ -93,7 +93,7 @@ def done(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pass]:
     root = tmp_path_factory.mktemp("cluster")
     store, opens_log = root / "store", root / "opens.jsonl"
     stores.append_sync(str(store), [stores.message(i) for i in range(FIRST)])
-    audit = {"RMQ_TEST_OPEN_LOG": str(opens_log), "RMQ_TEST_WATCH_DIR": str(store)}
+    audit = {"PIPELINE_AUDIT_OPEN_LOG": str(opens_log), "PIPELINE_AUDIT_WATCH_DIR": str(store)}
     # Executors see only the audit hook on their path: the package must come from what is shipped.
     spark = cluster.start(root / "spark", cluster.base_env(PYTHONPATH=str(AUDIT), **audit))
     try:

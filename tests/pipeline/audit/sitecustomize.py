@@ -1,6 +1,6 @@
 """Imported at start-up by every Python that has this folder on its path (the cluster test puts
 it on the driver's and the executors' PYTHONPATH): records each open of a file under
-$RMQ_TEST_WATCH_DIR as one JSON line in $RMQ_TEST_OPEN_LOG, with who opened it.
+$PIPELINE_AUDIT_WATCH_DIR as one JSON line in $PIPELINE_AUDIT_OPEN_LOG, with who opened it.
 
 `role` is "executor" when a Spark executor JVM (CoarseGrainedExecutorBackend) is an ancestor of
 the opening process, "driver" when a driver JVM (SparkSubmit) is, else "other". `pipeline` is
@@ -14,8 +14,8 @@ import json
 import os
 import sys
 
-_LOG = os.environ.get("RMQ_TEST_OPEN_LOG")
-_WATCH = os.environ.get("RMQ_TEST_WATCH_DIR")
+_LOG = os.environ.get("PIPELINE_AUDIT_OPEN_LOG")
+_WATCH = os.environ.get("PIPELINE_AUDIT_WATCH_DIR")
 _UNWANTED = ("structlog", "msgpack")
 
 
@@ -54,7 +54,7 @@ def _hook(event: str, args: tuple[object, ...]) -> None:
         "path": path,
         "pipeline": getattr(pipeline, "__file__", None),
         "loaded": [name for name in _UNWANTED if name in sys.modules],
-        "via_archive": os.environ.get("RMQ_TEST_VIA_ARCHIVE") == "1",
+        "via_archive": os.environ.get("PIPELINE_AUDIT_VIA_ARCHIVE") == "1",
     }
     assert _LOG is not None
     with open(_LOG, "a", encoding="utf-8") as out:
