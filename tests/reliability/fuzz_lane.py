@@ -87,6 +87,8 @@ class Lane:
         except RemotingProtocolError as exc:
             raise AssertionError(f"the broker wrote a bad frame: {exc}") from exc
         for command in commands:
+            if command.is_oneway and command.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+                continue  # a consumer group's members changed: 4.9 tells each member, unasked
             assert command.is_response, f"the broker sent a request: {command}"
             _deadline, code, _suspends = self.pending.pop(command.opaque, (0.0, -1, False))
             yield code, command
