@@ -27,6 +27,8 @@ from broker.consumer_offsets import ConsumerOffsetManager
 from broker.context import BrokerContext
 from broker.dispatcher import Dispatcher
 from broker.metrics import BrokerMetrics
+from broker.pop.revive import Reviver
+from broker.pop.service import PopService
 from broker.processor_table import broker_processors, namesrv_processors
 from broker.processors import RequestProcessor
 from broker.read_budget import ReadBudget
@@ -282,6 +284,7 @@ async def serve(
             schedule = ScheduleMessageService(broker, root / "config")
             schedule.load()
             await background.start(schedule.run)
+            await background.start(_pop_side(broker).run)
             await admin_registry.start(broker, background, schedule)
             await _run(server, listeners, namesrv_listeners, task_status)
             background.cancel_scope.cancel()  # the offsets are written once more on the way out
@@ -297,6 +300,14 @@ def _consume_side(broker: BrokerContext, store: DefaultMessageStore, root: Path)
     broker.heartbeat_listeners.append(broker.producers.on_heartbeat)
     if store.consume is not None:
         store.consume.add_listener(broker.pull_waiters.on_arrival)
+
+
+def _pop_side(broker: BrokerContext) -> Reviver:
+    """Pop consumption: the checkpoints still in flight read back from the revive topic."""
+    broker.pop = PopService(broker)
+    reviver = Reviver(broker.pop)
+    reviver.replay()
+    return reviver
 
 
 #: allocations between young-generation collections; a request allocates a few dozen objects
