@@ -54,6 +54,8 @@ class CheckPoint:
     #: where the checkpoint stands in its revive queue (set once stored)
     revive_offset: int = -1
     acked: set[int] = field(default_factory=set)
+    #: a FIFO pop: not revived to the retry topic but handed out again from its queue
+    order: bool = False
 
     @property
     def key(self) -> tuple[str, str, int, int, int]:
@@ -71,7 +73,7 @@ class CheckPoint:
         return [o for o in self.offsets if o not in self.acked]
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "so": self.start_offset,
             "pt": self.pop_time,
             "it": self.invisible_time,
@@ -84,6 +86,9 @@ class CheckPoint:
             "d": self.diffs,
             "bn": self.broker_name,
         }
+        if self.order:
+            data["o"] = True  # not in 5.x, whose FIFO state is a file of its own
+        return data
 
     @classmethod
     def from_json(cls, data: object, revive_qid: int) -> CheckPoint:
@@ -100,6 +105,7 @@ class CheckPoint:
                 revive_qid,
                 str(data.get("bn", "")),
                 diffs,
+                order=bool(data.get("o", False)),
             )
         except (AssertionError, KeyError, TypeError, ValueError) as exc:
             raise RecordError(f"not a checkpoint: {exc!r}") from None

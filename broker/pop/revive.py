@@ -111,6 +111,9 @@ class Reviver:
         due = [ck for ck in self.service.inflight.values() if ck.revive_time <= now_ms]
         revived = 0
         for ck in sorted(due, key=lambda c: c.revive_offset):
+            if ck.order:
+                revived += await self._revive_order(ck)
+                continue
             done = True
             for offset in ck.unacked():
                 if await self._revive_one(ck, offset):
@@ -122,6 +125,36 @@ class Reviver:
                 self.service.inflight.pop(ck.key, None)
         self._commit_revive_offsets()
         return revived
+
+    async def _revive_order(self, ck: CheckPoint) -> int:
+        """A FIFO checkpoint is due: its queue is read again from the first message not
+        acknowledged, which is handed out once more, or, handed out `retryMaxTimes` times
+        already, goes to the DLQ, and the next one is tried."""
+        group = self.broker.groups.find(ck.group)
+        max_times = group.retry_max_times if group is not None else 16
+        attempts = self.service.order_attempts
+        rewind = None
+        for offset in ck.unacked():
+            key = (ck.group, ck.topic, ck.queue_id, offset)
+            count = attempts.get(key, 0) + 1
+            if count <= max_times:
+                attempts[key] = count
+                rewind = offset
+                break
+            if not await self._revive_one(ck, offset, force_dead=True):
+                return 0  # the DLQ refused it for now: tried again next round
+            attempts.pop(key, None)
+        self.service.inflight.pop(ck.key, None)
+        if rewind is not None:
+            self.broker.offsets.commit(ck.group, ck.topic, ck.queue_id, rewind)
+            log.info(
+                "pop_order_rewound",
+                group=ck.group,
+                topic=ck.topic,
+                queue=ck.queue_id,
+                offset=rewind,
+            )
+        return 1 if rewind is not None else 0
 
     def _commit_revive_offsets(self) -> None:
         consume = self.broker.consume
@@ -136,7 +169,7 @@ class Reviver:
             offset = oldest.get(qid, consume.max_offset_in_queue(topic, qid))
             self.broker.offsets.commit(REVIVE_GROUP, topic, qid, offset, forward_only=True)
 
-    async def _revive_one(self, ck: CheckPoint, offset: int) -> bool:
+    async def _revive_one(self, ck: CheckPoint, offset: int, *, force_dead: bool = False) -> bool:
         """Store message `offset` of `ck` again; False when the store refused it for now."""
         consume = self.broker.consume
         assert consume is not None
@@ -154,7 +187,7 @@ class Reviver:
         normal = _normal_topic(ck.topic, ck.group)
         if not ck.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             props.setdefault(MessageConst.RETRY_TOPIC, ck.topic)
-        dead = past_retry_limit(record.reconsume_times, max_times, 0, None)
+        dead = force_dead or past_retry_limit(record.reconsume_times, max_times, 0, None)
         topics = self.broker.topics
         try:
             if dead:

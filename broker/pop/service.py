@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
-from broker.pop.receipt import Receipt, ReceiptError, pop_retry_topic, retry_kind
+from broker.pop.checks import check_invisible, parse_receipt, refuse
+from broker.pop.receipt import Receipt, pop_retry_topic, retry_kind
 from broker.pop.records import (
     ACK_TAG,
     CK_TAG,
@@ -37,7 +38,6 @@ from broker.pop.records import (
 from broker.responses import STORED
 from broker.topic_config import PERM_READ, PERM_WRITE, TopicConfig
 from protocol.codes import ResponseCode
-from protocol.errors import HeaderFieldError
 from store.decode import decode_copied_records
 from store.get_message import TagFilter
 
@@ -48,16 +48,11 @@ log = structlog.get_logger()
 
 #: messages per pop at most (5.x refuses more than 32)
 MAX_POP_NUMS: Final = 32
-#: the shortest and longest invisible time a pop or a change may ask for, ms
-MIN_INVISIBLE_MS: Final = 1_000
-MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000
 #: queues of the revive topic (5.x's reviveQueueNum default)
 REVIVE_QUEUE_NUM: Final = 8
 INIT_MODE_MIN: Final = 0
-
-
-def refuse(code: int, remark: str, field: str = "topic") -> HeaderFieldError:
-    return HeaderFieldError(field, remark, code)
+#: the reviveQid of a FIFO pop's receipt handles (5.x's POP_ORDER_REVIVE_QUEUE)
+ORDER_REVIVE_QID: Final = 999
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +65,8 @@ class PopResult:
     #: per queue read: "<retry> <queueId> <startOffset>", ';'-separated (5.x's header fields)
     start_offset_info: str
     msg_offset_info: str
+    #: FIFO pops: "<retry> qo<queueId>%<offset> <times handed out before>", ';'-separated
+    order_count_info: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +78,7 @@ class _Pop:
     revive_qid: int
     tag_filter: TagFilter
     init_mode: int
+    order: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +97,9 @@ class PopService:
         self.inflight: dict[tuple[str, str, int, int, int], CheckPoint] = {}
         self._revive_qids = itertools.cycle(range(REVIVE_QUEUE_NUM))
         self._queue_rotation = itertools.count()
+        #: FIFO groups: times a message was handed out and not acknowledged, by
+        #: (group, topic, queue, offset); kept in memory only
+        self.order_attempts: dict[tuple[str, str, int, int], int] = {}
 
     @property
     def broker_name(self) -> str:
@@ -124,9 +125,13 @@ class PopService:
         invisible_ms: int,
         tag_filter: TagFilter,
         init_mode: int = INIT_MODE_MIN,
+        order: bool = False,
     ) -> PopResult:
         """Hand out up to `max_nums` visible messages of `topic` (`queue_id` -1: any queue,
-        starting from a different one each time), the group's retried ones first."""
+        starting from a different one each time), the group's retried ones first.
+
+        `order` (a FIFO group): a queue with a message of the group in flight hands out
+        nothing, and what is not acknowledged in time is handed out again from its queue."""
         check_invisible(invisible_ms)
         if not 1 <= max_nums <= MAX_POP_NUMS:
             raise refuse(
@@ -138,7 +143,7 @@ class PopService:
         config = self.check_topic(topic, queue_id)
         now = self.broker.store.now_ms()
         request = _Pop(
-            group, topic, invisible_ms, now, next(self._revive_qids), tag_filter, init_mode
+            group, topic, invisible_ms, now, next(self._revive_qids), tag_filter, init_mode, order
         )
         out: list[bytes] = []
         starts: list[str] = []
@@ -146,14 +151,15 @@ class PopService:
         rest = 0
         retry = self.broker.topics.find(pop_retry_topic(topic, group))
         sources: list[tuple[str, int]] = []
-        if retry is not None:
+        if retry is not None and not order:
             sources += [(retry.topic_name, q) for q in range(retry.read_queue_nums)]
         if queue_id < 0:
             first = next(self._queue_rotation) % max(1, config.read_queue_nums)
             queues = [(first + q) % config.read_queue_nums for q in range(config.read_queue_nums)]
         else:
             queues = [queue_id]
-        sources += [(topic, q) for q in queues]
+        sources += [(topic, q) for q in queues if not (order and self.order_busy(group, topic, q))]
+        counts: list[str] = []
         for real_topic, qid in sources:
             want = max_nums - len(out)
             if want <= 0:
@@ -168,14 +174,27 @@ class PopService:
             kind = retry_kind(real_topic)
             starts.append(f"{kind} {qid} {start}")
             offsets_info.append(f"{kind} {qid} " + ",".join(str(o) for o in handed))
+            if order:
+                counts += [
+                    f"{kind} qo{qid}%{o} {self.order_attempts.get((group, topic, qid, o), 0)}"
+                    for o in handed
+                ]
         return PopResult(
             out,
             now,
             invisible_ms,
-            request.revive_qid,
+            ORDER_REVIVE_QID if order else request.revive_qid,
             rest,
             ";".join(starts),
             ";".join(offsets_info),
+            ";".join(counts),
+        )
+
+    def order_busy(self, group: str, topic: str, queue_id: int) -> bool:
+        """A FIFO group has a message of this queue in flight."""
+        return any(
+            ck.order and ck.group == group and ck.topic == topic and ck.queue_id == queue_id
+            for ck in self.inflight.values()
         )
 
     def _rest(self, group: str, topic: str, queue_id: int) -> int:
@@ -221,6 +240,7 @@ class PopService:
             request.revive_qid,
             self.broker_name,
             [o - offset for o in handed],
+            order=request.order,
         )
         await self.store_checkpoint(ck)
         offsets.commit(group, real_topic, queue_id, found.next_begin_offset, forward_only=True)
@@ -231,7 +251,7 @@ class PopService:
                 offset,
                 request.now,
                 request.invisible_ms,
-                request.revive_qid,
+                ORDER_REVIVE_QID if request.order else request.revive_qid,
                 retry_kind(real_topic),
                 self.broker_name,
                 queue_id,
@@ -278,6 +298,7 @@ class PopService:
         if result.status not in STORED:
             raise refuse(ResponseCode.SYSTEM_ERROR, f"the ack could not be stored: {result.status}")
         ck.acked.add(offset)
+        self.order_attempts.pop((group, real, queue_id, offset), None)
         if not ck.unacked():
             self.inflight.pop(ck.key, None)
 
@@ -308,10 +329,21 @@ class PopService:
         now = self.broker.store.now_ms()
         revive_qid = next(self._revive_qids)
         ck = CheckPoint(
-            group, real, queue_id, offset, now, invisible_ms, revive_qid, self.broker_name, [0]
+            group,
+            real,
+            queue_id,
+            offset,
+            now,
+            invisible_ms,
+            revive_qid,
+            self.broker_name,
+            [0],
+            order=old.order,
         )
         await self.store_checkpoint(ck)
         await self.ack(group, topic, queue_id, offset, extra)
+        if old.order:
+            revive_qid = ORDER_REVIVE_QID
         new = Receipt(
             offset,
             now,
@@ -362,20 +394,3 @@ class PopService:
             )
         if self.broker.topics.find(real) is None:
             raise refuse(ResponseCode.TOPIC_NOT_EXIST, f"topic[{real}] not exist")
-
-
-def parse_receipt(extra: str) -> Receipt:
-    try:
-        return Receipt.parse(extra)
-    except ReceiptError as exc:
-        raise refuse(ResponseCode.INVALID_PARAMETER, str(exc), "extraInfo") from None
-
-
-def check_invisible(invisible_ms: int) -> None:
-    if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
-        raise refuse(
-            ResponseCode.INVALID_PARAMETER,
-            f"invisibleTime {invisible_ms} ms is not within {MIN_INVISIBLE_MS}.."
-            f"{MAX_INVISIBLE_MS} ms",
-            "invisibleTime",
-        )

@@ -13,7 +13,8 @@ from typing import Final
 
 import trio
 
-from broker.pop.service import PopResult, PopService, refuse
+from broker.pop.checks import refuse
+from broker.pop.service import PopResult, PopService
 from broker.processors import RequestContext
 from broker.topic_config import PERM_READ
 from protocol.codes import ResponseCode
@@ -82,6 +83,7 @@ class PopMessageProcessor:
             result.rest_num,
             result.start_offset_info or None,
             result.msg_offset_info or None,
+            result.order_count_info or None,
         ).to_ext_fields()
         body = b"".join(result.messages) if result.messages else None
         return request.make_response(code, None, ext_fields=ext, body=body)
@@ -110,6 +112,7 @@ async def _pop_once(
         invisible_ms=header.invisible_time,
         tag_filter=tag_filter,
         init_mode=header.init_mode,
+        order=header.order,
     )
 
 

@@ -4,6 +4,7 @@ CHANGE_MESSAGE_INVISIBLETIME with RocketMQ 5's headers, over a connection of `rm
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -54,17 +55,18 @@ async def pop_raw(
     invisible_ms: int = 60_000,
     poll_ms: int = 0,
     exp: str | None = None,
+    order: bool = False,
 ) -> RemotingCommand:
     header = PopMessageRequestHeader(
-        group, topic, queue_id, max_nums, invisible_ms, poll_ms, 0, 0, "TAG", exp or "*"
+        group, topic, queue_id, max_nums, invisible_ms, poll_ms, 0, 0, "TAG", exp or "*", order
     )
     command = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext_fields())
     return await conn.request(command)
 
 
-async def pop(conn: Producer, group: str, topic: str, **options: int | str) -> list[Popped]:
+async def pop(conn: Producer, group: str, topic: str, **options: Any) -> list[Popped]:
     """The messages one pop hands out ([] when none is there); `PopError` for a refusal."""
-    response = await pop_raw(conn, group, topic, **options)  # type: ignore[arg-type]
+    response = await pop_raw(conn, group, topic, **options)
     if response.code == ResponseCode.PULL_NOT_FOUND:
         return []
     if response.code != ResponseCode.SUCCESS:

@@ -29,7 +29,7 @@ async def send(producer: Producer, *bodies: bytes, tags: str | None = None) -> N
 
 
 async def pop_until(
-    conn: Producer, timeout_s: float, group: str = GROUP, **options: int | str
+    conn: Producer, timeout_s: float, group: str = GROUP, **options: Any
 ) -> list[Popped]:
     with trio.fail_after(timeout_s):
         while True:
