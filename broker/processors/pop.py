@@ -92,10 +92,13 @@ class PopMessageProcessor:
     async def _pop(
         service: PopService, header: PopMessageRequestHeader, tag_filter: TagFilter
     ) -> PopResult:
+        """Pop, and while nothing is there pop again every `POLL_STEP_S` up to the request's
+        poll time (new messages and revived ones both end the wait); at shutdown at once."""
         result = await _pop_once(service, header, tag_filter)
         poll_s = min(max(header.poll_time, 0) / 1000, MAX_POLL_S)
+        waiters = service.broker.pull_waiters
         with trio.move_on_after(poll_s):
-            while not result.messages:
+            while not result.messages and not waiters.released:
                 await trio.sleep(POLL_STEP_S)
                 result = await _pop_once(service, header, tag_filter)
         return result
