@@ -101,6 +101,7 @@ class Reviver:
             )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.broker.topics.persist()  # the revive topic `replay` may have created
         task_status.started()
         while True:
             await self.revive_due(self.broker.store.now_ms())
