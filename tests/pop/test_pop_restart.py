@@ -1,7 +1,8 @@
 """Pop state survives a kill -9 of a real broker process: a receipt handed out before the kill
 still names a message in flight after the restart, what was popped is not handed out again
 while it is invisible, unacknowledged messages come back once their time is up and acknowledged
-ones never do. The state is only what the revive topic and the offsets file hold."""
+ones never do; a FIFO queue stays blocked by its message in flight. The state is only what
+the revive topic and the offsets file hold."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tests.pop.client import Popped, ack, change_invisible, pop
 
 GROUP = "pop-restart"
 TOPIC = "PopRestart"
+FIFO = "PopRestartFifo"
 
 
 @pytest.fixture
@@ -52,10 +54,14 @@ async def _run(store_dir: pathlib.Path, started: list[Daemon]) -> None:
         await ack(conn, GROUP, TOPIC, short[1])
         await conn.send(Message(TOPIC, b"long", queue_id=0))
         [long] = await pop(conn, GROUP, TOPIC, invisible_ms=600_000)
+        for body in (b"f1", b"f2"):
+            await conn.send(Message(FIFO, body, queue_id=0))
+        [fifo] = await pop(conn, GROUP, FIFO, queue_id=0, max_nums=1, order=True)
+        assert fifo.body == b"f1"
     first.kill()
 
     second = _start(store_dir, started)
-    assert second.event("pop_replayed")["inflight"] == 2
+    assert second.event("pop_replayed")["inflight"] == 3
     async with open_producer("127.0.0.1", second.port) as conn:
         # the receipt of before the kill still names a message in flight
         await change_invisible(conn, GROUP, TOPIC, long, 600_000)
@@ -70,4 +76,9 @@ async def _run(store_dir: pathlib.Path, started: list[Daemon]) -> None:
         assert await pop(conn, GROUP, TOPIC) == []  # m1, m2 acked; long still invisible
         for message in back:
             await ack(conn, GROUP, TOPIC, message)
+        # FIFO: f2 still waits for f1, whose receipt of before the kill acknowledges it
+        assert await pop(conn, GROUP, FIFO, queue_id=0, order=True) == []
+        await ack(conn, GROUP, FIFO, fifo)
+        [after] = await pop(conn, GROUP, FIFO, queue_id=0, order=True)
+        assert after.body == b"f2"
     assert second.stop() == 0
