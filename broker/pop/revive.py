@@ -191,10 +191,13 @@ class Reviver:
         dead = force_dead or past_retry_limit(record.reconsume_times, max_times, 0, None)
         topics = self.broker.topics
         try:
+            if not dead:
+                try:
+                    target, created = send_back_topic(topics, pop_retry_topic(normal, ck.group), 1)
+                except HeaderFieldError:
+                    dead = True  # no such retry topic can exist (too long a name): the DLQ
             if dead:
                 target, created = dead_letter_topic(topics, ck.group)
-            else:
-                target, created = send_back_topic(topics, pop_retry_topic(normal, ck.group), 1)
         except HeaderFieldError as exc:
             log.warning("pop_revive_dropped", topic=ck.topic, offset=offset, reason=str(exc))
             return True

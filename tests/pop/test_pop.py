@@ -185,3 +185,17 @@ async def test_bad_topics_receipts_and_headers_are_refused(
     assert response.code != ResponseCode.SUCCESS
     assert response.remark
     await ack(producer, GROUP, TOPIC, message)  # the good receipt still works
+
+
+async def test_without_a_possible_retry_topic_an_unacked_message_goes_to_the_dlq(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    group, topic = "g" * 100, "T" * 50  # %RETRY%<group>_<topic> would break the topic rule
+    await producer.send(Message(topic, b"kept", queue_id=0))
+    [message] = await pop(producer, group, topic, invisible_ms=1_000)
+    assert message.body == b"kept"
+    consume = broker.server.broker.consume
+    assert consume is not None
+    with trio.fail_after(10):
+        while consume.max_offset_in_queue(f"%DLQ%{group}", 0) == 0:  # noqa: ASYNC110
+            await trio.sleep(0.1)
