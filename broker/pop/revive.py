@@ -55,8 +55,10 @@ class Reviver:
         """Rebuild the checkpoints in flight from the revive topic; how many there are."""
         consume = self.broker.consume
         assert consume is not None
-        topic = self.service.ensure_revive_topic()
+        topic = self.broker.topics.find(self.service.revive_topic)
         inflight = self.service.inflight
+        if topic is None:
+            return 0  # no pop yet: no checkpoint
         for qid in range(topic.read_queue_nums):
             offset = self.broker.offsets.query(REVIVE_GROUP, topic.topic_name, qid) or 0
             offset = max(offset, consume.min_offset_in_queue(topic.topic_name, qid))
@@ -101,7 +103,6 @@ class Reviver:
             )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await self.broker.topics.persist()  # the revive topic `replay` may have created
         task_status.started()
         while True:
             await self.revive_due(self.broker.store.now_ms())

@@ -105,13 +105,16 @@ class PopService:
     def broker_name(self) -> str:
         return self.broker.config.broker_name
 
-    def ensure_revive_topic(self) -> TopicConfig:
-        topics = self.broker.topics
-        found = topics.find(self.revive_topic)
-        if found is not None:
-            return found
-        rw = PERM_READ | PERM_WRITE
-        return topics.create_in_send_back(self.revive_topic, REVIVE_QUEUE_NUM, rw, 0)
+    async def ensure_revive_topic(self) -> None:
+        """Create the revive topic at the first checkpoint (a system topic: outside the
+        auto-creation limits, which count what clients create)."""
+        if self.broker.topics.find(self.revive_topic) is None:
+            rw = PERM_READ | PERM_WRITE
+            self.broker.topics.put(
+                TopicConfig(self.revive_topic, REVIVE_QUEUE_NUM, REVIVE_QUEUE_NUM, rw)
+            )
+            log.info("topic_created", topic=self.revive_topic, queues=REVIVE_QUEUE_NUM)
+            await self.broker.topics.persist()
 
     # -- pop -------------------------------------------------------------------------------
 
@@ -262,7 +265,7 @@ class PopService:
 
     async def store_checkpoint(self, ck: CheckPoint) -> None:
         """Store `ck` in the revive topic and track it; SYSTEM_ERROR when the store refuses."""
-        self.ensure_revive_topic()
+        await self.ensure_revive_topic()
         message = revive_message(
             self.revive_topic, ck.revive_qid, CK_TAG, ck.to_json(), self.broker.store_host
         )
