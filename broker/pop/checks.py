@@ -33,3 +33,20 @@ def check_invisible(invisible_ms: int) -> None:
             f"{MAX_INVISIBLE_MS} ms",
             "invisibleTime",
         )
+
+
+def check_receipt_names(receipt: Receipt, queue_id: int, offset: int, broker_name: str) -> None:
+    """The receipt handle names the message of the request, on this broker."""
+    if receipt.queue_id != queue_id or receipt.queue_offset != offset:
+        raise refuse(
+            ResponseCode.INVALID_PARAMETER,
+            f"the receipt handle names queue {receipt.queue_id} offset "
+            f"{receipt.queue_offset}, the request queue {queue_id} offset {offset}",
+            "extraInfo",
+        )
+    if receipt.broker_name != broker_name:
+        raise refuse(
+            ResponseCode.INVALID_PARAMETER,
+            f"the receipt handle is of broker {receipt.broker_name[:64]!r}, this is {broker_name}",
+            "extraInfo",
+        )

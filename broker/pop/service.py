@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
-from broker.pop.checks import check_invisible, parse_receipt, refuse
+from broker.pop.checks import check_invisible, check_receipt_names, parse_receipt, refuse
 from broker.pop.receipt import Receipt, pop_retry_topic, retry_kind
 from broker.pop.records import (
     ACK_TAG,
@@ -344,7 +344,10 @@ class PopService:
             order=old.order,
         )
         await self.store_checkpoint(ck)
+        attempts = self.order_attempts.get((group, real, queue_id, offset))
         await self.ack(group, topic, queue_id, offset, extra)
+        if attempts is not None:  # the message is still in flight: its count goes on
+            self.order_attempts[group, real, queue_id, offset] = attempts
         if old.order:
             revive_qid = ORDER_REVIVE_QID
         new = Receipt(
@@ -381,19 +384,6 @@ class PopService:
         return config
 
     def _check_names(self, receipt: Receipt, queue_id: int, offset: int, real: str) -> None:
-        if receipt.queue_id != queue_id or receipt.queue_offset != offset:
-            raise refuse(
-                ResponseCode.INVALID_PARAMETER,
-                f"the receipt handle names queue {receipt.queue_id} offset "
-                f"{receipt.queue_offset}, the request queue {queue_id} offset {offset}",
-                "extraInfo",
-            )
-        if receipt.broker_name != self.broker_name:
-            raise refuse(
-                ResponseCode.INVALID_PARAMETER,
-                f"the receipt handle is of broker {receipt.broker_name[:64]!r}, "
-                f"this is {self.broker_name}",
-                "extraInfo",
-            )
+        check_receipt_names(receipt, queue_id, offset, self.broker_name)
         if self.broker.topics.find(real) is None:
             raise refuse(ResponseCode.TOPIC_NOT_EXIST, f"topic[{real}] not exist")

@@ -13,7 +13,7 @@ from protocol.pop_headers import PopMessageResponseHeader
 from rmq_client.producer import Message, Producer
 from store.decode import decode_copied_records
 from tests.conftest import RunningBroker
-from tests.pop.client import ack, pop, pop_raw
+from tests.pop.client import ack, change_invisible, pop, pop_raw
 
 GROUP = "fifo-group"
 TOPIC = "FifoWork"
@@ -67,3 +67,14 @@ async def test_a_fifo_message_past_retry_max_times_goes_to_the_dlq(
     consume = context.consume
     assert consume is not None
     assert consume.max_offset_in_queue(f"%DLQ%{GROUP}", 0) == 1
+
+
+async def test_a_change_of_invisible_time_keeps_a_fifo_messages_count(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    await send(producer, b"m")
+    assert (await order_pop_until(producer, 10)) == (b"m", "0 qo1%0 0")
+    [again] = await pop(producer, GROUP, TOPIC, order=True, invisible_ms=1_000, poll_ms=10_000)
+    assert again.body == b"m"
+    await change_invisible(producer, GROUP, TOPIC, again, 1_000)
+    assert (await order_pop_until(producer, 10)) == (b"m", "0 qo1%0 2")
