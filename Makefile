@@ -40,8 +40,15 @@ lint: install-test
 typecheck: install-test
 	$(VENV)/bin/mypy --strict
 
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist): most of its time is spent waiting
+# on broker subprocesses, clients and disks. `--dist loadgroup` keeps each xdist_group in one
+# process, one test at a time: the power-cut, full-disk and kill-cycle tests never run beside
+# each other, and the Spark tests share one JVM (tests/conftest.py). PYTEST_WORKERS=0 runs the
+# suite in this process.
+PYTEST_WORKERS ?= 2
+
 unit: install-test
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(ARGS)
 
 test: lint typecheck unit
 

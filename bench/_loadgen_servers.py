@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,15 +176,20 @@ def running(
     mode: FlushMode,
     root: Path,
     broker_executable: Path = BROKER_EXECUTABLE,
+    *,
+    extra_env: Mapping[str, str] | None = None,
+    name: str | None = None,
 ) -> Iterator[Server]:
     """Start a fresh `kind` server for `mode` under `root`; stop it and remove its files after.
+    `extra_env` adds to its environment (a broker's `RMQ_*` settings); `name` tells the server
+    apart from others of its kind (its log file's name).
 
     Raises RuntimeError if it exits or does not listen within 30 s (its log tail included).
     """
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"send-{kind}-{mode.lower()}-", dir=root))
     port = free_port()
-    env = dict(os.environ)
+    env = {**os.environ, **(extra_env or {})}
     metrics_port = None
     if kind == "broker":
         command = _broker_command(broker_executable, port, work / "store", mode)
@@ -197,7 +202,7 @@ def running(
     log = work / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    server = Server(f"{kind} {mode}", port, process, metrics_port=metrics_port)
+    server = Server(name or f"{kind} {mode}", port, process, metrics_port=metrics_port)
     try:
         _wait_ready(server, log)
         server.record_idle()
@@ -205,5 +210,5 @@ def running(
     finally:
         _stop(process)
         # keep the server's log beside the results; its files go (they can be gigabytes)
-        shutil.copyfile(log, root / f"{kind}-{mode.lower()}.log")
+        shutil.copyfile(log, root / f"{name or kind}-{mode.lower()}.log")
         shutil.rmtree(work, ignore_errors=True)

@@ -14,6 +14,9 @@ ours/Redis and ours/minimal ratios, PASS/MISS per target, the servers' memory (i
 under load), and writes a PNG chart.
 
     .venv/bin/python bench/send.py [--rows SYNC-8x1-1KiB,...] [--duration 3] [--no-redis]
+
+`--brokers N` measures a cluster instead: 1..N brokers registered with one name server, the
+first row's load spread over them (bench/cluster_send.py).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import cluster_send
 from bench._common import report
 from bench._loadgen import Dialect, Load, Share, ShareResult, Target
 from bench._loadgen_profile import print_hot_spots, profiling
@@ -282,8 +286,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="py-spy the broker on each row's first run"
     )
+    parser.add_argument(
+        "--brokers", type=int, help="1..N brokers in one cluster (bench/cluster_send.py)"
+    )
     args = parser.parse_args(argv)
     rows = _parse_rows(args.rows)
+    if args.brokers is not None:
+        _print_machine()
+        cluster_row = rows[0] if args.rows else Row("ASYNC", 12, 16, 1024)
+        cluster_send.run(max(1, args.brokers), cluster_row, args.duration, args.broker_executable)
+        return 0
     options = Options(
         args.duration,
         args.warmup,

@@ -84,6 +84,10 @@ def main() -> None:
 @click.option("--config", "config_file", default=None, help="TOML file (or $RMQ_CONFIG).")
 @click.option("--namesrv-listen", default=None, help="Extra HOST:PORT answering name-server calls.")
 @click.option("--metrics-listen", default=None, help="HOST:PORT of the Prometheus /metrics page.")
+@click.option(
+    "-n", "--namesrv-addr", default=None, help="Name servers to register with, HOST:PORT;..."
+)
+@click.option("--broker-name", default=None, help="The broker group's name (default broker-a).")
 def serve(  # noqa: PLR0917 (click passes every option)
     listen: str | None,
     store_dir: str | None,
@@ -91,9 +95,13 @@ def serve(  # noqa: PLR0917 (click passes every option)
     config_file: str | None,
     namesrv_listen: str | None,
     metrics_listen: str | None,
+    namesrv_addr: str | None,
+    broker_name: str | None,
 ) -> None:
     """Run the broker in the foreground until SIGTERM or SIGINT."""
     flags = {
+        "namesrv_addr": namesrv_addr,
+        "broker_name": broker_name,
         "listen": listen,
         "store_path_root_dir": store_dir,
         "flush_disk_type": flush_disk_type,

@@ -90,6 +90,15 @@ class BrokerConfig:
     store: MessageStoreConfig = field(default_factory=MessageStoreConfig)
     broker_name: str = "broker-a"
     broker_cluster_name: str = "DefaultCluster"
+    #: 0 is the master of its broker name; a slave (> 0) registers, but its topics are not routed
+    broker_id: int = 0
+    #: the name servers to register with, `;`-separated HOST:PORT (RocketMQ's namesrvAddr); ""
+    #: leaves the broker its own name server, alone in its cluster
+    namesrv_addr: str = ""
+    #: ms between two registrations with every name server (registerNameServerPeriod)
+    register_name_server_period: int = 30_000
+    #: ms a registration may take before that name server's connection counts as lost
+    register_broker_timeout_mills: int = 6_000
     #: the address written as store host and handed out in routes; "" derives it from `listen`
     broker_ip1: str = ""
     listen: HostPort = HostPort("0.0.0.0", 10911)
@@ -139,6 +148,16 @@ class BrokerConfig:
     #: CA bundle that client certificates must chain to
     tls_server_ca: str | None = None
     tls_server_need_client_auth: TlsClientAuth = TlsClientAuth.NONE
+    # Replication (docs/reliability.md): a master listens for slaves, a slave connects.
+    #: the master's HA port; None: the listen port + 1 (any free port when that is 0)
+    ha_listen_port: int | None = None
+    #: where a SLAVE finds its master's HA port; None until registration tells it
+    ha_master_address: HostPort | None = None
+    #: where a SLAVE copies topics, groups and offsets from (the master's listen address)
+    ha_master_broker_address: HostPort | None = None
+    #: pulls may be sent to a slave: a consumer far behind is told to read from one (4.9's
+    #: slaveReadEnable and the group's whichBrokerWhenConsumeSlowly)
+    slave_read_enable: bool = False
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -148,6 +167,8 @@ class BrokerConfig:
                 raise ConfigError(f.name, f"port {value.port} is out of range")
         positive = (
             "default_topic_queue_nums",
+            "register_name_server_period",
+            "register_broker_timeout_mills",
             "auto_create_topic_max_num",
             "auto_create_subscription_group_max_num",
             "flush_consumer_offset_interval_ms",
@@ -174,6 +195,8 @@ class BrokerConfig:
             raise ConfigError(
                 "broker_permission", f"must be within 0..7, got {self.broker_permission!r}"
             )
+        if self.ha_listen_port is not None and not 0 <= self.ha_listen_port <= 65535:
+            raise ConfigError("ha_listen_port", f"port {self.ha_listen_port} is out of range")
         if self.start_accept_send_request_time_stamp < 0:
             raise ConfigError("start_accept_send_request_time_stamp", "must be >= 0")
         if not self.broker_name or not self.broker_cluster_name:
@@ -181,6 +204,9 @@ class BrokerConfig:
         if any(c < " " or c == "\x7f" for c in self.broker_cluster_name):
             # every message carries it as its CLUSTER property, whose separators are \x01, \x02
             raise ConfigError("broker_cluster_name", "must not contain control characters")
+        if self.broker_id < 0:
+            raise ConfigError("broker_id", f"must be >= 0, got {self.broker_id}")
+        self.namesrv_addrs  # noqa: B018 (parsed here so that a bad list stops the start)
         if self.log_level.lower() not in {"debug", "info", "warning", "error"}:
             raise ConfigError("log_level", f"unknown level {self.log_level!r}")
         self._check_store_host()
@@ -218,6 +244,21 @@ class BrokerConfig:
             raise ConfigError("tls_server_ca", "checking client certificates needs a CA file")
 
     @property
+    def namesrv_addrs(self) -> tuple[HostPort, ...]:
+        """`namesrv_addr` parsed: each HOST:PORT once, in the order given; `ConfigError` for a
+        part that is not one or names no host a broker could connect to."""
+        addrs: list[HostPort] = []
+        for part in self.namesrv_addr.split(";"):
+            if not part.strip():
+                continue
+            addr = HostPort.parse("namesrv_addr", part)
+            if addr.host in _WILDCARDS or not part.strip().rpartition(":")[0]:
+                raise ConfigError("namesrv_addr", f"{part.strip()!r} names no host to connect to")
+            if addr not in addrs:
+                addrs.append(addr)
+        return tuple(addrs)
+
+    @property
     def store_host_ip(self) -> str:
         """broker_ip1, or the listen address when that is a concrete one, else loopback: ::1 for
         `::`, which listens on IPv6 only, 127.0.0.1 for the other wildcards."""
@@ -245,7 +286,15 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 _BROKER_FIELDS: Final = {f.name for f in dataclasses.fields(BrokerConfig)} - {"store"}
 _STORE_FIELDS: Final = {f.name for f in dataclasses.fields(MessageStoreConfig)}
-_HOST_PORT_KEYS: Final = frozenset({"listen", "namesrv_listen", "metrics_listen"})
+_HOST_PORT_KEYS: Final = frozenset(
+    {
+        "listen",
+        "namesrv_listen",
+        "metrics_listen",
+        "ha_master_address",
+        "ha_master_broker_address",
+    }
+)
 
 
 def load_config(

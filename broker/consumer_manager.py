@@ -11,7 +11,9 @@ GET_CONSUMER_LIST_BY_GROUP reads the live ids (rebalancing clients split the que
 and a pull without its own subscription uses the group's. Each client keeps the language and
 version of its heartbeat and its connection's `push` and `ask`, so that the admin requests can
 list it (GET_CONSUMER_CONNECTION_LIST), tell it of a reset (RESET_CONSUMER_CLIENT_OFFSET) and
-relay a request to it (GET_CONSUMER_RUNNING_INFO).
+relay a request to it (GET_CONSUMER_RUNNING_INFO). When a group gains or loses a client, every
+client left in it is told at once (NOTIFY_CONSUMER_IDS_CHANGED, oneway, as 4.9's
+`DefaultConsumerIdsChangeListener`), so the members rebalance now rather than on their timer.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import structlog
 import trio
 
 from broker.topic_config import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
-from protocol.codes import LanguageCode
+from protocol.codes import LanguageCode, RequestCode
 from protocol.command import RemotingCommand
 from protocol.route import HeartbeatData, SubscriptionData
 
@@ -84,7 +86,8 @@ class ConsumerManager:
             info = self._groups.get(consumer.group_name)
             if info is None:
                 info = self._groups[consumer.group_name] = ConsumerGroupInfo()
-            if heartbeat.client_id not in info.clients:
+            joined = heartbeat.client_id not in info.clients
+            if joined:
                 log.info(
                     "consumer_registered",
                     group=consumer.group_name,
@@ -93,6 +96,8 @@ class ConsumerManager:
             info.clients[heartbeat.client_id] = ConsumerClient(
                 ctx.remote_text, now, ctx.conn_id, language, version, ctx.push, ctx.ask
             )
+            if joined:
+                _notify_ids_changed(consumer.group_name, info)
             info.consume_type = consumer.consume_type
             info.message_model = consumer.message_model
             info.consume_from_where = consumer.consume_from_where
@@ -109,6 +114,7 @@ class ConsumerManager:
             info = self._groups.get(name)
             if info is not None and info.clients.pop(client_id, None) is not None:
                 log.info("consumer_unregistered", group=name, client_id=client_id)
+                _notify_ids_changed(name, info)
 
     def connection_closed(self, conn_id: int) -> None:
         """Forget the clients that connection `conn_id` registered."""
@@ -119,6 +125,7 @@ class ConsumerManager:
             for client_id in [c for c, client in info.clients.items() if client.conn_id == conn_id]:
                 del info.clients[client_id]
                 log.info("consumer_closed", group=name, client_id=client_id)
+            _notify_ids_changed(name, info)
             if not info.clients:
                 del self._groups[name]
 
@@ -127,9 +134,12 @@ class ConsumerManager:
         cutoff = self._clock() - CHANNEL_EXPIRED_S
         for name in list(self._groups):
             info = self._groups[name]
-            for client_id in [c for c, client in info.clients.items() if client.last_seen < cutoff]:
+            expired = [c for c, client in info.clients.items() if client.last_seen < cutoff]
+            for client_id in expired:
                 del info.clients[client_id]
                 log.info("consumer_expired", group=name, client_id=client_id)
+            if expired:
+                _notify_ids_changed(name, info)
             if not info.clients:
                 del self._groups[name]
 
@@ -194,3 +204,13 @@ async def _ensure_retry_topic(ctx: RequestContext, group: str) -> None:
     if topics.find(name) is None:
         topics.create_in_send_back(name, config.retry_queue_nums, PERM_READ | PERM_WRITE, 0)
         await topics.persist()
+
+
+def _notify_ids_changed(group: str, info: ConsumerGroupInfo) -> None:
+    """NOTIFY_CONSUMER_IDS_CHANGED to every client of `group` (a connection that cannot take
+    it now is skipped: its client rebalances on its own timer)."""
+    for client in info.clients.values():
+        command = RemotingCommand.request(
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True
+        )
+        client.push(command)

@@ -15,6 +15,7 @@ from broker.admin.state import AdminState
 from broker.consumer_manager import ConsumerManager
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.long_polling import PullWaiters
+from broker.peer_routes import PeerRoutes
 from broker.producer_manager import ProducerManager
 from broker.read_budget import ReadBudget
 from broker.rebalance_lock import RebalanceLockManager
@@ -23,6 +24,7 @@ from store.message import MessageExtBrokerInner, PutMessageResult
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.ha.service import HAService
     from broker.metrics import BrokerMetrics
     from broker.pop.service import PopService
     from broker.processors import RequestContext
@@ -80,6 +82,8 @@ class BrokerContext:
     producers: ProducerManager = field(default_factory=ProducerManager)
     #: END_TRANSACTION and the check of half messages (set by the server)
     transactions: TransactionService | None = None
+    #: replication: the master's HA listener or the slave's client (set by the server)
+    ha: HAService | None = None
     #: the queue locks of orderly consumers (LOCK_BATCH_MQ)
     locks: RebalanceLockManager = field(default_factory=RebalanceLockManager)
     #: RocketMQ 5's pop consumption (set by the server once the store is open)
@@ -88,6 +92,8 @@ class BrokerContext:
     admin: AdminState = field(default_factory=AdminState)
     #: partial frames held by every connection together (`max_buffered_bytes`)
     read_budget: ReadBudget = field(default_factory=lambda: ReadBudget(64 * 1024 * 1024))
+    #: other brokers registered with this broker's name-server role
+    peers: PeerRoutes = field(default_factory=PeerRoutes)
     #: the delay of each level in ms, level 1 first (`message_delay_level`, parsed once here)
     delay_levels_ms: tuple[int, ...] = field(init=False)
 

@@ -20,6 +20,7 @@ from broker.processors.namesrv import (
     GetBrokerClusterInfoProcessor,
     GetRouteInfoProcessor,
     HeartbeatProcessor,
+    PeerRegistrationProcessor,
     UnregisterClientProcessor,
 )
 from broker.processors.pop import (
@@ -36,7 +37,11 @@ from protocol.codes import RequestCode
 
 def namesrv_processors() -> dict[int, RequestProcessor]:
     """What the name-server role answers (also on the extra name-server port)."""
+    peers = PeerRegistrationProcessor()
     return {
+        RequestCode.REGISTER_BROKER: peers,
+        RequestCode.UNREGISTER_BROKER: peers,
+        RequestCode.QUERY_DATA_VERSION: peers,
         RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoProcessor(),
         RequestCode.GET_BROKER_CLUSTER_INFO: GetBrokerClusterInfoProcessor(),
         RequestCode.HEART_BEAT: HeartbeatProcessor(),

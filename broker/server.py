@@ -26,6 +26,7 @@ from broker.connection import Connection, peer_address
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.context import BrokerContext
 from broker.dispatcher import Dispatcher
+from broker.ha.service import HAService
 from broker.metrics import BrokerMetrics
 from broker.pop.revive import Reviver
 from broker.pop.service import PopService
@@ -33,6 +34,7 @@ from broker.processor_table import broker_processors, namesrv_processors
 from broker.processors import RequestProcessor
 from broker.read_budget import ReadBudget
 from broker.rebalance_lock import RebalanceLockManager
+from broker.registration import Registration
 from broker.resources import bind_error, raise_open_files_limit
 from broker.schedule import ScheduleMessageService
 from broker.store_metrics import serving_metrics, timed_flusher
@@ -40,6 +42,7 @@ from broker.subscription_group import SubscriptionGroupManager
 from broker.tls import shared_acceptor
 from broker.topic_config import TopicConfigManager
 from broker.transaction import TransactionService
+from store.config import BrokerRole
 from store.message_store import DefaultMessageStore
 
 log = structlog.get_logger()
@@ -61,6 +64,8 @@ class BrokerServer:
         self.refused_connections = 0
         #: the port of /metrics and the dashboard, when `metrics_listen` is set
         self.http_port: int | None = None
+        #: the registration with `namesrv_addr`'s name servers, when it is set
+        self.registration: Registration | None = None
         self._refusing = False
         self._shutdown = trio.Event()
         self._all_closed = trio.Event()
@@ -147,6 +152,7 @@ class BrokerServer:
                 self.connections.discard(connection)
                 self.broker.consumers.connection_closed(connection.conn_id)
                 self.broker.producers.connection_closed(connection.conn_id)
+                self.broker.peers.connection_closed(connection.conn_id)
                 if self._draining and not self.connections:
                     self._all_closed.set()
                 await trio.aclose_forcefully(stream)
@@ -280,12 +286,25 @@ async def serve(
                 broker.consumers.run_housekeeping, broker.locks.expire, broker.producers.expire
             )
             broker.transactions = TransactionService(broker)
-            await background.start(broker.transactions.run)
             schedule = ScheduleMessageService(broker, root / "config")
             schedule.load()
-            await background.start(schedule.run)
-            await background.start(_pop_side(broker).run)
+            if config.store.broker_role is not BrokerRole.SLAVE:  # a slave stores nothing itself
+                await background.start(broker.transactions.run)
+                await background.start(schedule.run)
+                await background.start(_pop_side(broker).run)
             await admin_registry.start(broker, background, schedule)
+            broker.ha = HAService(broker, store, schedule)
+            await broker.ha.start(background)
+            await background.start(broker.peers.run)
+            if config.namesrv_addrs:
+                server.registration = Registration(
+                    config,
+                    topics,
+                    broker.addr,
+                    ha_port=broker.ha.ha_port,
+                    on_master=broker.ha.update_master_addresses,
+                )
+                await background.start(server.registration.run)
             await _run(server, listeners, namesrv_listeners, task_status)
             background.cancel_scope.cancel()  # the offsets are written once more on the way out
     log.info("shutdown_complete")
@@ -346,6 +365,9 @@ async def _run(
             task_status.started(server)
             await server.wait_shutdown()
             log.info("shutdown", connections=len(server.connections))
+            if server.registration is not None:
+                # out of the routes first, so that clients stop choosing this broker
+                await server.registration.unregister_all()
             accepting.cancel_scope.cancel()
         for listener in listeners + namesrv_listeners:
             await listener.aclose()

@@ -26,7 +26,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -265,6 +265,8 @@ class TopicConfigManager:
         self.path = path
         self.auto_create_topic_max_num = auto_create_topic_max_num
         self.data_version = DataVersion()
+        #: called after every change of the table (the name-server registration listens)
+        self.listeners: list[Callable[[], None]] = []
         self._lock = trio.Lock()
         self._table: dict[str, TopicConfig] = {}
         for system in _system_topics(auto_create_topic_enable, default_topic_queue_nums):
@@ -299,13 +301,13 @@ class TopicConfigManager:
     def put(self, config: TopicConfig) -> None:
         """Create or replace a topic (admin path); call `persist()` afterwards."""
         self._table[config.topic_name] = config
-        self.data_version.next()
+        self._changed()
 
     def delete(self, topic: str) -> TopicConfig | None:
         """Remove a topic (admin path), returning its config; call `persist()` afterwards."""
         removed = self._table.pop(topic, None)
         if removed is not None:
-            self.data_version.next()
+            self._changed()
         return removed
 
     def create_in_send(
@@ -352,7 +354,7 @@ class TopicConfigManager:
 
     def _add(self, config: TopicConfig, template: str | None) -> TopicConfig:
         self._table[config.topic_name] = config
-        self.data_version.next()
+        self._changed()
         log.info(
             "topic_created",
             topic=config.topic_name,
@@ -361,6 +363,11 @@ class TopicConfigManager:
             template=template,
         )
         return config
+
+    def _changed(self) -> None:
+        self.data_version.next()
+        for listener in self.listeners:
+            listener()
 
     async def persist(self) -> None:
         """Write the table to `path` (off the event loop); concurrent calls are serialised."""

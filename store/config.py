@@ -96,6 +96,18 @@ class MessageStoreConfig:
     #: the delay levels a message may ask for (DELAY property, a consumer's send-back):
     #: space-separated, each a whole number and a unit, s, m, h or d; level 1 is the first
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    # Replication (4.9's HA settings; the master's listen port and address are the broker's).
+    #: ms between a slave's offset reports and between a master's heartbeat frames
+    ha_send_heartbeat_interval: int = 5000
+    #: most commit-log bytes in one transfer frame
+    ha_transfer_batch_size: int = 32 * 1024
+    #: SYNC_MASTER answers SLAVE_NOT_AVAILABLE when the slave is this many bytes behind or more
+    ha_slave_fallbehind_max: int = 256 * MIB
+    #: ms without a byte from the peer after which an HA connection is closed
+    ha_housekeeping_interval: int = 20_000
+    #: a pull whose last message lies more than this share (%) of the machine's memory behind
+    #: the log's end is told to read from a slave (when the broker allows slave reads)
+    access_message_in_memory_max_ratio: int = 40
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -129,7 +141,13 @@ class MessageStoreConfig:
             "clean_resource_interval",
             "max_open_consume_queue_files",
             "max_hash_slot_num",
+            "ha_send_heartbeat_interval",
+            "ha_transfer_batch_size",
+            "ha_slave_fallbehind_max",
+            "ha_housekeeping_interval",
         )
+        if self.ha_transfer_batch_size > 4 * MIB:
+            raise ValueError("ha_transfer_batch_size must be at most 4 MiB (a slave's read bound)")
         if self.max_index_num < 2:
             raise ValueError(f"max_index_num must be at least 2, got {self.max_index_num}")
         if not self.file_reserved_time > 0:

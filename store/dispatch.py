@@ -28,7 +28,7 @@ from store.encode import EncodedBatch
 from store.mapped_file import fsync_dir, make_dirs
 from store.message import enters_consume_queue, tags_code_of
 from store.open_files import DEFAULT_CAPACITY, OpenFiles
-from store.reader import CommitLogReader
+from store.reader import CommitLogReader, SegmentGoneError
 
 log = structlog.get_logger()
 
@@ -284,7 +284,17 @@ class ReputMessageService:
             self.reput_from_offset, end=stop, include_body=False, verify_crc=False
         )
         batch = (rec for _, rec in zip(range(DISPATCH_BATCH), records, strict=False))
-        end = self.table.dispatch(batch, self._notify)
+        try:
+            end = self.table.dispatch(batch, self._notify)
+        except SegmentGoneError:
+            # The log starts past us: a slave's first segment is its master's last one (4.9's
+            # reput moves up to the log's start likewise). Nothing below it can be dispatched.
+            start = self.reader.min_offset
+            if start <= self.reput_from_offset:
+                raise
+            log.warning("dispatch_moved_to_log_start", start=start, was=self.reput_from_offset)
+            self.reput_from_offset = start
+            return True
         if end <= self.reput_from_offset:
             # no record, but a segment-end blank may still move us into the next file
             durable = self.reader.durable_offset()

@@ -144,6 +144,8 @@ class GroupCommitService(_FlushServiceBase):
         super().__init__(queue, flusher, on_flushed, on_failed)
         self.pending: collections.deque[PutRequest] = collections.deque()
         self._pending_added = trio.Event()
+        #: SYNC_MASTER: a flushed put that waits for a slave goes on here instead of PUT_OK
+        self.forward: Callable[[PutRequest], None] | None = None
 
     def put_request(self, request: PutRequest) -> None:
         """Queue a put appended by the writer; its deadline is already set."""
@@ -175,8 +177,13 @@ class GroupCommitService(_FlushServiceBase):
             return
         flushed = self.queue.flushed_where
         pending = self.pending
+        forward = self.forward
         while pending and pending[0].end_offset <= flushed:
-            pending.popleft().complete(PutMessageStatus.PUT_OK)
+            request = pending.popleft()
+            if forward is not None and request.wait_replica:
+                forward(request)
+            else:
+                request.complete(PutMessageStatus.PUT_OK)
 
     def _fail_all(self) -> None:
         while self.pending:

@@ -78,6 +78,8 @@ class GetMessageResult:
     queue_offsets: list[int] = field(default_factory=list)
     #: a unit larger than the caller reads on the event loop, not read yet (`with_large`)
     large: CqUnit | None = None
+    #: where the last record returned (or `large`) starts in the commit log; -1: none
+    max_physical_offset_pulling: int = -1
 
     @property
     def message_count(self) -> int:
@@ -135,6 +137,7 @@ def get_message(  # noqa: PLR0917 - the queue's coordinates, as MessageStore.get
     next_offset = offset
     size = 0
     large: CqUnit | None = None
+    last_physical = -1
     while len(messages) < max_count and next_offset - offset < MAX_SCAN_UNITS:
         units = cq.read_units(next_offset, MAX_SCAN_UNITS - (next_offset - offset))
         if not units:
@@ -163,13 +166,16 @@ def get_message(  # noqa: PLR0917 - the queue's coordinates, as MessageStore.get
             messages.append(data)
             offsets.append(unit.queue_offset)
             size += unit.size
+            last_physical = unit.physical_offset
         else:
             continue
         break
     if messages or large:
         status = GetMessageStatus.FOUND
+    if large is not None:
+        last_physical = large.physical_offset
     lo, hi = cq.min_logic_offset, cq.max_logic_offset
-    return GetMessageResult(status, next_offset, lo, hi, messages, offsets, large)
+    return GetMessageResult(status, next_offset, lo, hi, messages, offsets, large, last_physical)
 
 
 def with_large(

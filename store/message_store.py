@@ -22,7 +22,7 @@ from store.allocate import AllocateMappedFileService, CreateFile, TransientStore
 from store.checkpoint import FlushOffsetFile, acquire_lock, create_abort_file, release_lock
 from store.cleanup import CleanCommitLogService, CleanConsumeQueueService, clean_files_periodically
 from store.commit_log import CommitLog
-from store.config import FlushDiskType, MessageStoreConfig
+from store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from store.consume_queue import CQ_STORE_UNIT_SIZE
 from store.consume_service import ConsumeService
 from store.flush import (
@@ -38,6 +38,7 @@ from store.mapped_file_queue import MappedFileQueue
 from store.message import MessageExtBrokerInner, PutMessageResult
 from store.put_queue import BurstCallback
 from store.recovery import recover
+from store.replica import GroupTransferService, ReplicaLog
 from store.status import RunningFlags
 from store.store_tasks import (
     DiskCheck,
@@ -119,6 +120,14 @@ class DefaultMessageStore:
         self.clean_consume_queue: CleanConsumeQueueService | None = None
         #: (from, to) of a clean stop's log, checked in the background once the store runs
         self._verify_tail: tuple[int, int] | None = None
+        #: replication's reads (master) and appends (slave) of the commit log
+        self.replica = ReplicaLog(queue, self.allocator, self._after_appends)
+        self.slave = config.broker_role is BrokerRole.SLAVE
+        #: SYNC_MASTER's wait for a slave; None in the other roles
+        self.transfer: GroupTransferService | None = None
+        if config.broker_role is BrokerRole.SYNC_MASTER:
+            self.transfer = GroupTransferService(config.ha_slave_fallbehind_max)
+            self.group_commit.forward = self.transfer.put_request
         self.writer = CommitLogWriter(
             config,
             self.commit_log,
@@ -126,6 +135,7 @@ class DefaultMessageStore:
             now_ms=now_ms,
             sync_flush=self.sync_flush,
             to_group_commit=self.group_commit.put_request,
+            to_transfer=None if self.transfer is None else self.transfer.put_request,
             after_appends=self._after_appends,
             finish=self.stats.finish,
         )
@@ -182,6 +192,7 @@ class DefaultMessageStore:
         queue = self.mapped_file_queue
         queue.load()
         result = recover(queue, self.config, stop)
+        self.replica.recovered()
         if result.verify_from is not None:
             self._verify_tail = (result.verify_from, result.process_offset)
         if result.abnormal:
@@ -213,6 +224,8 @@ class DefaultMessageStore:
         await nursery.start(self.flush.run)
         if self.commit_real_time is not None:
             await nursery.start(self.commit_real_time.run)
+        if self.transfer is not None:
+            await nursery.start(self.transfer.run)
         nursery.start_soon(self.disk.run)
         config, queue, flush = self.config, self.mapped_file_queue, self.flush
         nursery.start_soon(checkpoint_loop, config, queue, self.commit_log, lambda: flush.failed)
@@ -230,6 +243,8 @@ class DefaultMessageStore:
         if self.commit_real_time is not None:
             await self.commit_real_time.shutdown()
         await self.flush.shutdown()
+        if self.transfer is not None:
+            self.transfer.shutdown()
         self.writer.deliver_pending_outcomes()
 
     # --- what the broker reads and calls ----------------------------------------------------
@@ -328,6 +343,7 @@ class DefaultMessageStore:
 
     def _after_appends(self) -> None:
         """The writer appended a group: wake whoever moves it on (flush, commit, dispatch)."""
+        self.replica.notify_readers()
         if self.sync_flush:
             self.group_commit.wakeup()
         elif self.commit_real_time is not None:
@@ -350,9 +366,11 @@ class DefaultMessageStore:
 
     def _consumable_end(self) -> int:
         """How far the consume queues may follow the commit log: the durable offset under
-        SYNC_FLUSH, what readers of the files can see (written or committed) under ASYNC_FLUSH."""
+        SYNC_FLUSH, what readers of the files can see (written or committed) under ASYNC_FLUSH;
+        on a slave never past the last whole record its master sent."""
         queue = self.mapped_file_queue
-        return queue.flushed_where if self.sync_flush else queue.max_offset
+        end = queue.flushed_where if self.sync_flush else queue.max_offset
+        return min(end, self.replica.whole_end) if self.slave else end
 
     def _on_flushed(self) -> None:
         if self.flush_offset_file is not None:

@@ -62,6 +62,7 @@ class PutRequest:
         "results",
         "task",
         "wait_flush",
+        "wait_replica",
     )
 
     def __init__(
@@ -73,6 +74,8 @@ class PutRequest:
     ) -> None:
         self.batches = batches
         self.wait_flush = wait_flush
+        #: SYNC_MASTER: answered only once a slave has this put (after the flush, if any)
+        self.wait_replica = False
         self.callback = callback
         self.task = trio.lowlevel.current_task() if callback is None else None
         self.enqueued_at = enqueued_at

@@ -55,6 +55,7 @@ class CommitLogWriter:
         now_ms: Callable[[], int],
         sync_flush: bool,
         to_group_commit: Callable[[PutRequest], None],
+        to_transfer: Callable[[PutRequest], None] | None = None,
         after_appends: Callable[[], None],
         finish: Finish,
     ) -> None:
@@ -64,6 +65,8 @@ class CommitLogWriter:
         self.now_ms = now_ms
         self.sync_flush = sync_flush
         self.to_group_commit = to_group_commit
+        #: SYNC_MASTER: where puts that wait go to wait for a slave (after any flush)
+        self.to_transfer = to_transfer
         self.after_appends = after_appends
         self.finish = finish
         self.queue = WriterQueue()
@@ -138,6 +141,7 @@ class CommitLogWriter:
                     continue
             results[position] = self.finish(PutMessageResult(own), 0, started)
         if request.batches:
+            request.wait_replica = request.wait_flush and self.to_transfer is not None
             request.wait_flush = request.wait_flush and self.sync_flush
             queue.put(request)
         return request
@@ -232,10 +236,13 @@ class CommitLogWriter:
                 request.complete(cast(PutMessageStatus, appended[-1]))  # each has its status
                 continue
             appended_any = True
-            if request.wait_flush:
+            if request.wait_flush or request.wait_replica:
                 request.end_offset = end
                 request.deadline = trio.current_time() + timeout_s
-                self.to_group_commit(request)
+                if request.wait_flush:
+                    self.to_group_commit(request)
+                else:
+                    cast(Callable[[PutRequest], None], self.to_transfer)(request)
             else:
                 request.complete(PutMessageStatus.PUT_OK)
         if appended_any:

@@ -3,6 +3,13 @@ broker in the test's nursery, and a connected client stub.
 
 The broker runs in-process (`broker.server.serve`), so every test gets real sockets, a real
 mmap'ed store in its own temporary directory and a graceful shutdown at teardown.
+
+`make test` runs the suite in two processes (pytest-xdist, `--dist loadgroup`). The modules of
+an `XDIST_GROUPS` group run in one process, one test after another: "crash" holds the tests that
+cut a broker's power (FUSE), fill its disk (tmpfs) or SIGKILL it again and again under load, so
+that no two of them share the two cores against their bounds; "spark" shares one Spark session
+(one JVM) for the run. The groups are named here by path, not by `xdist_group` marks: xdist 3.8
+renames a marked test in a way pytest 9 ignores, so its marks group nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import trio
@@ -20,6 +27,9 @@ from broker.config import BrokerConfig, build_config
 from broker.server import BrokerServer, serve
 from rmq_client.producer import Producer, open_producer
 
+#: tests/plugin runs pytest on sample projects in temporary directories
+pytest_plugins = ["pytester"]
+
 # No per-example deadline: it is a timing assertion (200 ms by default) that fails on a loaded
 # machine; a hung example is still caught by the pytest timeout.
 settings.register_profile("suite", deadline=None)
@@ -27,6 +37,66 @@ settings.load_profile("suite")
 
 #: small segments so rollover happens in tests, still far above one message
 TEST_SEGMENT_SIZE = 1 << 20
+
+#: test modules (or directories, ending in "/") that run in one process, one test at a time,
+#: under `--dist loadgroup`
+XDIST_GROUPS: Final = {
+    "crash": (
+        "tests/powercut/",
+        "tests/integration/test_full_disk.py",
+        "tests/integration/test_retention.py",
+        "tests/reliability/test_full_disk.py",
+        "tests/reliability/test_crash_cycles.py",
+        "tests/reliability/test_crash_rollover.py",
+        "tests/reliability/test_recovery_repeat.py",
+        "tests/store/test_crash.py",
+        "tests/ha/test_master_kill.py",
+    ),
+    "spark": (
+        "tests/pipeline/test_batch.py",
+        "tests/pipeline/test_jobs.py",
+        "tests/pipeline/test_retention.py",
+        "tests/pipeline/test_stream.py",
+    ),
+    # one standalone Spark master and worker for the module's tests, not one per worker
+    "spark-cluster": ("tests/pipeline/test_cluster.py",),
+    # one cluster of name servers and brokers for the module's tests
+    "cluster": ("tests/cluster/test_cpp_cluster.py",),
+}
+
+
+def xdist_group(nodeid: str) -> str | None:
+    """The `XDIST_GROUPS` group of a test, by its node id; None for most."""
+    path = nodeid.split("::", 1)[0]
+    return next((g for g, paths in XDIST_GROUPS.items() if path.startswith(paths)), None)
+
+
+#: fixtures whose tests must be in a group: a test using one outside it is a collection error
+FIXTURE_GROUPS: Final = {"powercut": "crash", "small_fs": "crash", "spark": "spark"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            wanted = FIXTURE_GROUPS.get(fixture)
+            if wanted is not None and xdist_group(item.nodeid) != wanted:
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses the {fixture!r} fixture: its module belongs in the "
+                    f"{wanted!r} group of XDIST_GROUPS (tests/conftest.py)"
+                )
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `--dist loadgroup`, xdist's scheduler with the groups of `XDIST_GROUPS` (a test's
+    scope is its group, else what xdist makes of it); otherwise xdist's own choice."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    scheduler = LoadGroupScheduling(config, log)
+    by_mark = scheduler._split_scope
+    scheduler._split_scope = lambda nodeid: xdist_group(nodeid) or by_mark(nodeid)
+    return scheduler
 
 
 def make_config(store_dir: pathlib.Path, **overrides: object) -> BrokerConfig:

@@ -56,6 +56,8 @@ ADMIN_CODES: Final = frozenset(
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+        RequestCode.REGISTER_BROKER,
+        RequestCode.UNREGISTER_BROKER,
     }
 )
 

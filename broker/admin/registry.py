@@ -45,6 +45,7 @@ from broker.admin.topics import (
 )
 from broker.config import BrokerConfig
 from broker.context import BrokerContext
+from broker.ha.slave_sync import GetAllDelayOffsetProcessor
 from broker.processors import RequestProcessor
 from broker.schedule import ScheduleMessageService
 from protocol.codes import RequestCode
@@ -60,6 +61,7 @@ def broker_admin_processors() -> dict[int, RequestProcessor]:
         RequestCode.GET_BROKER_RUNTIME_INFO: GetBrokerRuntimeInfoProcessor(),
         RequestCode.GET_BROKER_CONFIG: GetBrokerConfigProcessor(),
         RequestCode.UPDATE_BROKER_CONFIG: UpdateBrokerConfigProcessor(),
+        RequestCode.GET_ALL_DELAY_OFFSET: GetAllDelayOffsetProcessor(),
     }
 
 

@@ -75,27 +75,43 @@ def _route_topic(ctx: RequestContext, topic: str) -> TopicConfig | None:
 
 
 class GetRouteInfoProcessor:
-    """GET_ROUTEINFO_BY_TOPIC (105): the route of this one broker for the topic."""
+    """GET_ROUTEINFO_BY_TOPIC (105): the route of this broker for the topic, with the queues of
+    every peer broker registered with this role that has it (or would create it)."""
 
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)
+        broker = ctx.broker
+        config = broker.config
         topic = _route_topic(ctx, header.topic)
-        if topic is None or ctx.broker.admin.route_hidden(header.topic, topic):
+        if topic is not None and broker.admin.route_hidden(header.topic, topic):
+            topic = None
+        would_create = topic is not None and broker.topics.find(header.topic) is None
+        if would_create and broker.peers.has(header.topic, config.broker_name):
+            # as a name server would: a topic some broker has is routed to those that have it
+            topic = None
+        peer_queues, peer_brokers = broker.peers.route(
+            header.topic, config.broker_name, would_create=would_create
+        )
+        if topic is None and not peer_queues:
             return request.make_response(
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {header.topic}{FAQ_SUFFIX}",
             )
-        config = ctx.broker.config
-        queue = QueueData(
-            config.broker_name,
-            topic.read_queue_nums,
-            topic.write_queue_nums,
-            # a broker without WRITE announces every topic read-only (as its registration does);
-            # WIPE_WRITE_PERM_OF_BROKER takes WRITE off every route, ADD_WRITE_PERM gives R|W
-            _route_perm(topic.perm, config.broker_permission, ctx.broker.admin.write_wiped),
-            topic.topic_sys_flag,
-        )
-        route = TopicRouteData((queue,), (_broker_data(ctx),))
+        queues, brokers = peer_queues, peer_brokers
+        if topic is not None:
+            queue = QueueData(
+                config.broker_name,
+                topic.read_queue_nums,
+                topic.write_queue_nums,
+                # a broker without WRITE announces every topic read-only (as its registration
+                # does); WIPE_WRITE_PERM_OF_BROKER takes WRITE off every route, ADD_WRITE_PERM
+                # gives R|W
+                _route_perm(topic.perm, config.broker_permission, broker.admin.write_wiped),
+                topic.topic_sys_flag,
+            )
+            queues = sorted([queue, *peer_queues], key=lambda q: q.broker_name)
+            brokers = sorted([_broker_data(ctx), *peer_brokers], key=lambda b: b.broker_name)
+        route = TopicRouteData(tuple(queues), tuple(brokers))
         return request.make_response(ResponseCode.SUCCESS, body=route.to_json())
 
 
@@ -106,7 +122,7 @@ def _route_perm(perm: int, broker_permission: int, wiped: bool) -> int:
 
 
 class GetBrokerClusterInfoProcessor:
-    """GET_BROKER_CLUSTER_INFO (106): this broker, alone in its cluster."""
+    """GET_BROKER_CLUSTER_INFO (106): this broker and the peers registered with this role."""
 
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         config = ctx.broker.config
@@ -114,6 +130,7 @@ class GetBrokerClusterInfoProcessor:
             {config.broker_name: _broker_data(ctx)},
             {config.broker_cluster_name: [config.broker_name]},
         )
+        info = ctx.broker.peers.merged_cluster_info(info)
         return request.make_response(ResponseCode.SUCCESS, body=info.to_json())
 
 
@@ -149,3 +166,11 @@ class UnregisterClientProcessor:
         ctx.broker.consumers.unregister(header.client_id, header.consumer_group)
         log.debug("client_unregistered", client_id=header.client_id)
         return request.make_response(ResponseCode.SUCCESS)
+
+
+class PeerRegistrationProcessor:
+    """REGISTER_BROKER (103), UNREGISTER_BROKER (104), QUERY_DATA_VERSION (322) from a peer
+    broker whose `namesrv_addr` names this one: answered as the standalone name server does."""
+
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return await ctx.broker.peers.answer(request, ctx.conn_id, ctx.remote_text, ctx.remote)

@@ -36,7 +36,7 @@ POLL_STEP_S: Final = 0.1
 def _service(ctx: RequestContext) -> PopService:
     pop = ctx.broker.pop
     if pop is None or ctx.broker.consume is None:
-        raise refuse(ResponseCode.SYSTEM_ERROR, "pop consumption is not available")
+        raise refuse(ResponseCode.SYSTEM_ERROR, "pop consumption is not served by a slave broker")
     return pop
 
 

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from broker.ha.service import suggest_broker_id
 from broker.processors import RequestContext
+from broker.processors.namesrv import FAQ_SUFFIX
 from broker.responses import pull_response_code
 from broker.topic_config import PERM_READ
 from protocol.codes import ResponseCode
@@ -58,7 +60,7 @@ class PullMessageProcessor:
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
         broker = ctx.broker
         await broker.groups.find_or_create(header.consumer_group)
-        tag_filter = self._check(header, broker)
+        tag_filter = self._check(header, broker, ctx.remote_text)
         consume = broker.consume
         if consume is None:
             raise _reject(ResponseCode.SYSTEM_ERROR, "the store has no consume queues")
@@ -79,7 +81,8 @@ class PullMessageProcessor:
             )
             if await broker.pull_waiters.wait(header.topic, header.queue_id, suspend_s):
                 found = await self._read(header, tag_filter, broker)
-        return self._response(request, header, found)
+        suggested = suggest_broker_id(broker, header.consumer_group, found)
+        return self._response(request, header, found, suggested)
 
     @staticmethod
     async def _read(
@@ -97,7 +100,7 @@ class PullMessageProcessor:
         return found
 
     @staticmethod
-    def _check(header: PullMessageRequestHeader, broker: BrokerContext) -> TagFilter:
+    def _check(header: PullMessageRequestHeader, broker: BrokerContext, remote: str) -> TagFilter:
         ip = broker.config.store_host_ip
         if not broker.config.broker_permission & PERM_READ:
             raise _reject(
@@ -118,7 +121,8 @@ class PullMessageProcessor:
         if topic is None:
             raise _reject(
                 ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{header.topic}] not exist, apply first please!",
+                # 4.9 formats "%s %s" with FAQUrl.suggestTodo, which starts with a newline
+                f"topic[{header.topic}] not exist, apply first please! {FAQ_SUFFIX}",
             )
         if not topic.perm & PERM_READ:
             raise _reject(
@@ -129,7 +133,8 @@ class PullMessageProcessor:
             raise _reject(
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
-                f"topicConfig.readQueueNums:[{topic.read_queue_nums}] consumer:[{broker.addr}]",
+                # the consumer's address as Java prints a socket address
+                f"topicConfig.readQueueNums:[{topic.read_queue_nums}] consumer:[/{remote}]",
             )
         if header.sys_flag & FLAG_SUBSCRIPTION:
             expression, kind = header.subscription, header.expression_type
@@ -150,11 +155,14 @@ class PullMessageProcessor:
 
     @staticmethod
     def _response(
-        request: RemotingCommand, header: PullMessageRequestHeader, found: GetMessageResult
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        found: GetMessageResult,
+        suggested: int,
     ) -> RemotingCommand:
         code = pull_response_code(found.status, header.queue_offset)
         ext = PullMessageResponseHeader(
-            MASTER_ID, found.next_begin_offset, found.min_offset, found.max_offset
+            suggested, found.next_begin_offset, found.min_offset, found.max_offset
         ).to_ext_fields()
         body = b"".join(found.messages) if code == ResponseCode.SUCCESS else None
         return request.make_response(code, None, ext_fields=ext, body=body)

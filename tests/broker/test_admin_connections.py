@@ -45,8 +45,12 @@ class LiveConsumer:
         conn.broker_requests = send
 
     async def next_request(self) -> RemotingCommand:
+        """The broker's next request but the group-changed notices (sent as members come)."""
         with trio.fail_after(5):
-            return await self.requests.receive()
+            while True:
+                command = await self.requests.receive()
+                if command.code != RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+                    return command
 
 
 @asynccontextmanager

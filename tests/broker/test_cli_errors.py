@@ -93,3 +93,9 @@ def test_a_port_in_use_names_the_listener(key: str, tmp_path: pathlib.Path) -> N
     # metrics_listen is bound once the store is open, after the startup events
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"rmq-broker: cannot start: {key} {busy}: "), last
+
+
+def test_a_bad_namesrv_addr_flag_is_one_line(tmp_path: pathlib.Path) -> None:
+    result = run_cli("serve", "--store-dir", str(tmp_path / "store"), "-n", "10.0.0.1:9876;nohost")
+    line = one_error_line(result, 2)
+    assert line == "rmq-broker: configuration error: namesrv_addr: expected HOST:PORT, got 'nohost'"

@@ -96,6 +96,12 @@ def test_config_file_can_come_from_the_environment(tmp_path: pathlib.Path) -> No
     assert config.broker_name == "broker-toml"
 
 
+def test_namesrv_addr_is_rocketmqs_list() -> None:
+    config = build_config({"namesrv_addr": " 10.0.0.1:9876; ns-2:9877;;10.0.0.1:9876;[::1]:9 "})
+    assert [str(a) for a in config.namesrv_addrs] == ["10.0.0.1:9876", "ns-2:9877", "[::1]:9"]
+    assert build_config({}).namesrv_addrs == ()
+
+
 @pytest.mark.parametrize(
     ("raw", "key"),
     [
@@ -129,6 +135,12 @@ def test_config_file_can_come_from_the_environment(tmp_path: pathlib.Path) -> No
         ({"listen": "my host:5", "broker_ip1": "10.0.0.1"}, "listen"),
         ({"metrics_listen": "[127.0.0.1:5557"}, "metrics_listen"),
         ({"namesrv_listen": "127.0.0.1:9876:1"}, "namesrv_listen"),
+        ({"namesrv_addr": "10.0.0.1:9876;10.0.0.2"}, "namesrv_addr"),
+        ({"namesrv_addr": ":9876"}, "namesrv_addr"),
+        ({"namesrv_addr": "0.0.0.0:9876"}, "namesrv_addr"),
+        ({"broker_id": "-1"}, "broker_id"),
+        ({"register_name_server_period": "0"}, "register_name_server_period"),
+        ({"register_broker_timeout_mills": "-5"}, "register_broker_timeout_mills"),
         ({"idle_timeout_s": "nan"}, "idle_timeout_s"),
         ({"shutdown_timeout_s": float("nan")}, "shutdown_timeout_s"),
         ({"write_timeout_s": "inf"}, "write_timeout_s"),

@@ -9,6 +9,8 @@ from broker.context import BrokerContext
 from broker.processors import RequestContext
 from broker.subscription_group import SubscriptionGroupManager
 from broker.topic_config import TopicConfigManager
+from protocol.codes import RequestCode
+from protocol.command import RemotingCommand
 from protocol.route import ConsumerData, HeartbeatData, SubscriptionData
 from tests.conftest import make_config
 
@@ -90,3 +92,41 @@ async def test_a_closed_connection_takes_its_clients_and_empty_groups_go(
     clock.now += CHANNEL_EXPIRED_S + 1
     manager.expire()
     assert manager.group_count == 0 and manager.client_ids("group0") == []
+
+
+async def test_members_are_told_when_their_group_changes(tmp_path: pathlib.Path) -> None:
+    """NOTIFY_CONSUMER_IDS_CHANGED (oneway, the group in its header) to every member left when
+    one joins, unregisters or its connection closes; a heartbeat of a known member: nothing."""
+    base = context(tmp_path)
+    pushed: dict[int, list[RemotingCommand]] = {1: [], 2: []}
+
+    def member(conn_id: int) -> RequestContext:
+        def push(command: RemotingCommand) -> bool:
+            pushed[conn_id].append(command)
+            return True
+
+        return RequestContext(base.broker, conn_id, ("127.0.0.1", 5000 + conn_id), push)
+
+    def told() -> dict[int, list[str]]:
+        result = {
+            c: [f"{cmd.code}:{cmd.ext_fields['consumerGroup']}" for cmd in cmds if cmd.is_oneway]
+            for c, cmds in pushed.items()
+        }
+        for commands in pushed.values():
+            commands.clear()
+        return result
+
+    change = f"{RequestCode.NOTIFY_CONSUMER_IDS_CHANGED}:g"
+    manager = ConsumerManager(Clock())
+    await manager.on_heartbeat(heartbeat("one"), member(1))
+    assert told() == {1: [change], 2: []}
+    await manager.on_heartbeat(heartbeat("two"), member(2))
+    assert told() == {1: [change], 2: [change]}
+    await manager.on_heartbeat(heartbeat("one"), member(1))
+    assert told() == {1: [], 2: []}
+    manager.connection_closed(2)
+    assert told() == {1: [change], 2: []}
+    await manager.on_heartbeat(heartbeat("two"), member(2))
+    told()
+    manager.unregister("one", "g")
+    assert told() == {1: [], 2: [change]}

@@ -47,7 +47,7 @@ async def produce_then_kill(
 
     async def consumer(name: str) -> None:
         try:
-            async with open_pull_consumer("127.0.0.1", port, name, timeout_s=10) as client:
+            async with open_pull_consumer("127.0.0.1", port, name, timeout_s=30) as client:
                 await trio.sleep(0.2)  # the producers create the topic
                 await client.subscribe(TOPICS[0])
                 offsets = [await client.committed(TOPICS[0], q) or 0 for q in range(QUEUES)]
@@ -63,7 +63,7 @@ async def produce_then_kill(
 
     async def producer(index: int) -> None:
         try:
-            async with open_producer("127.0.0.1", port, timeout_s=10) as client:
+            async with open_producer("127.0.0.1", port, timeout_s=30) as client:
                 for seq in range(10_000_000):
                     topic = TOPICS[(index + seq) % len(TOPICS)]
                     body = f"{tag}-p{index}-s{seq}-".encode() * rng.randint(1, 40)

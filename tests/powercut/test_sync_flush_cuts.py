@@ -36,10 +36,12 @@ SYNC = ("--flush-disk-type", "SYNC_FLUSH")
 GROUP = "CutGroup"
 #: consumer offsets are persisted often, so cuts land between their writes
 ENV = {"RMQ_FLUSH_CONSUMER_OFFSET_INTERVAL_MS": "100"}
+#: a request's bound: a broker just restarted over FUSE on a loaded machine may take seconds
+LOADED_S = 30
 
 
 async def committed_offsets(port: int) -> list[int | None]:
-    async with open_pull_consumer("127.0.0.1", port, GROUP) as client:
+    async with open_pull_consumer("127.0.0.1", port, GROUP, timeout_s=LOADED_S) as client:
         await client.subscribe(TOPICS[0])
         return [await client.committed(TOPICS[0], q) for q in range(QUEUES)]
 
