@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.ha.service import HAService
     from broker.metrics import BrokerMetrics
+    from broker.pop.service import PopService
     from broker.processors import RequestContext
     from broker.subscription_group import SubscriptionGroupManager
     from broker.topic_config import TopicConfigManager
@@ -85,6 +86,8 @@ class BrokerContext:
     ha: HAService | None = None
     #: the queue locks of orderly consumers (LOCK_BATCH_MQ)
     locks: RebalanceLockManager = field(default_factory=RebalanceLockManager)
+    #: RocketMQ 5's pop consumption (set by the server once the store is open)
+    pop: PopService | None = None
     #: what the admin requests keep: TPS samples, name-server role switches, config version
     admin: AdminState = field(default_factory=AdminState)
     #: partial frames held by every connection together (`max_buffered_bytes`)

@@ -23,6 +23,11 @@ from broker.processors.namesrv import (
     PeerRegistrationProcessor,
     UnregisterClientProcessor,
 )
+from broker.processors.pop import (
+    AckMessageProcessor,
+    ChangeInvisibleTimeProcessor,
+    PopMessageProcessor,
+)
 from broker.processors.pull import PullMessageProcessor
 from broker.processors.query import QueryMessageProcessor, ViewMessageByIdProcessor
 from broker.processors.send import SendMessageProcessor
@@ -69,6 +74,9 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.UNLOCK_BATCH_MQ: UnlockBatchMqProcessor(),
             RequestCode.QUERY_MESSAGE: QueryMessageProcessor(),
             RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageByIdProcessor(),
+            RequestCode.POP_MESSAGE: PopMessageProcessor(),
+            RequestCode.ACK_MESSAGE: AckMessageProcessor(),
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME: ChangeInvisibleTimeProcessor(),
         }
     )
     table.update(admin_registry.broker_admin_processors())

@@ -28,6 +28,8 @@ from broker.context import BrokerContext
 from broker.dispatcher import Dispatcher
 from broker.ha.service import HAService
 from broker.metrics import BrokerMetrics
+from broker.pop.revive import Reviver
+from broker.pop.service import PopService
 from broker.processor_table import broker_processors, namesrv_processors
 from broker.processors import RequestProcessor
 from broker.read_budget import ReadBudget
@@ -289,6 +291,7 @@ async def serve(
             if config.store.broker_role is not BrokerRole.SLAVE:  # a slave stores nothing itself
                 await background.start(broker.transactions.run)
                 await background.start(schedule.run)
+                await background.start(_pop_side(broker).run)
             await admin_registry.start(broker, background, schedule)
             broker.ha = HAService(broker, store, schedule)
             await broker.ha.start(background)
@@ -316,6 +319,14 @@ def _consume_side(broker: BrokerContext, store: DefaultMessageStore, root: Path)
     broker.heartbeat_listeners.append(broker.producers.on_heartbeat)
     if store.consume is not None:
         store.consume.add_listener(broker.pull_waiters.on_arrival)
+
+
+def _pop_side(broker: BrokerContext) -> Reviver:
+    """Pop consumption: the checkpoints still in flight read back from the revive topic."""
+    broker.pop = PopService(broker)
+    reviver = Reviver(broker.pop)
+    reviver.replay()
+    return reviver
 
 
 #: allocations between young-generation collections; a request allocates a few dozen objects

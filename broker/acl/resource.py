@@ -6,7 +6,8 @@ Mirrors RocketMQ 4.9's `PlainAccessValidator.parse`: per request code, the topic
 queries need SUB on the topic and on the consumer group; a heartbeat needs SUB on every group and
 subscribed topic it announces; codes not listed need no resource, only a valid signature.
 Beyond upstream: batch and reply sends (320, 324, 325) need PUB like other sends, and
-QUERY_CONSUMER_OFFSET needs SUB like UPDATE_CONSUMER_OFFSET.
+QUERY_CONSUMER_OFFSET needs SUB like UPDATE_CONSUMER_OFFSET; 5.x's pop, ack and change of
+invisible time need SUB on the topic and the group, as a pull does.
 Sans-IO: a decoded `RemotingCommand` in, an `AccessResource` out.
 """
 
@@ -50,6 +51,9 @@ _GROUP_FIELD: Final[dict[int, str]] = {
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: "consumerGroup",
     RequestCode.UPDATE_CONSUMER_OFFSET: "consumerGroup",
     RequestCode.QUERY_CONSUMER_OFFSET: "consumerGroup",
+    RequestCode.POP_MESSAGE: "consumerGroup",
+    RequestCode.ACK_MESSAGE: "consumerGroup",
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: "consumerGroup",
 }
 _TOPIC_SUB_CODES: Final = frozenset(
     {
@@ -57,6 +61,9 @@ _TOPIC_SUB_CODES: Final = frozenset(
         RequestCode.QUERY_MESSAGE,
         RequestCode.UPDATE_CONSUMER_OFFSET,
         RequestCode.QUERY_CONSUMER_OFFSET,
+        RequestCode.POP_MESSAGE,
+        RequestCode.ACK_MESSAGE,
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
     }
 )
 

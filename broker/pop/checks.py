@@ -1,0 +1,52 @@
+"""The bounds of pop consumption's requests, and the refusal they raise: `HeaderFieldError`
+with 5.x's response code and a remark naming the field."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from broker.pop.receipt import Receipt, ReceiptError
+from protocol.codes import ResponseCode
+from protocol.errors import HeaderFieldError
+
+#: the shortest and longest invisible time a pop or a change may ask for, ms
+MIN_INVISIBLE_MS: Final = 1_000
+MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000
+
+
+def refuse(code: int, remark: str, field: str = "topic") -> HeaderFieldError:
+    return HeaderFieldError(field, remark, code)
+
+
+def parse_receipt(extra: str) -> Receipt:
+    try:
+        return Receipt.parse(extra)
+    except ReceiptError as exc:
+        raise refuse(ResponseCode.INVALID_PARAMETER, str(exc), "extraInfo") from None
+
+
+def check_invisible(invisible_ms: int) -> None:
+    if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
+        raise refuse(
+            ResponseCode.INVALID_PARAMETER,
+            f"invisibleTime {invisible_ms} ms is not within {MIN_INVISIBLE_MS}.."
+            f"{MAX_INVISIBLE_MS} ms",
+            "invisibleTime",
+        )
+
+
+def check_receipt_names(receipt: Receipt, queue_id: int, offset: int, broker_name: str) -> None:
+    """The receipt handle names the message of the request, on this broker."""
+    if receipt.queue_id != queue_id or receipt.queue_offset != offset:
+        raise refuse(
+            ResponseCode.INVALID_PARAMETER,
+            f"the receipt handle names queue {receipt.queue_id} offset "
+            f"{receipt.queue_offset}, the request queue {queue_id} offset {offset}",
+            "extraInfo",
+        )
+    if receipt.broker_name != broker_name:
+        raise refuse(
+            ResponseCode.INVALID_PARAMETER,
+            f"the receipt handle is of broker {receipt.broker_name[:64]!r}, this is {broker_name}",
+            "extraInfo",
+        )
