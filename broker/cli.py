@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import math
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from functools import partial
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import click
 import structlog
 import trio
 
 from broker import __version__
-from broker.admin_cli import admin
-from broker.cli_namesrv import namesrv
-from broker.cli_query import query
 from broker.config import BrokerConfig, ConfigError, HostPort, load_config
 from store.config import MessageStoreConfig
 from store.errors import StoreError
@@ -65,7 +62,32 @@ def _addr(value: str, name: str) -> HostPort:
         raise click.BadParameter(str(exc)) from None
 
 
-@click.group()
+class _LazyGroup(click.Group):
+    """Subcommands kept in other modules are imported when named (or listed by --help), so
+    that `serve` does not pay for the admin tables, rich and the client package at startup."""
+
+    #: command name -> "module:attribute"
+    lazy: ClassVar[Mapping[str, str]] = {
+        "admin": "broker.admin_cli:admin",
+        "query": "broker.cli_query:query",
+        "namesrv": "broker.cli_namesrv:namesrv",
+        "pipeline": "broker.cli_pipeline:pipeline",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands or cmd_name not in self.lazy:
+            return super().get_command(ctx, cmd_name)
+        module, _, attr = self.lazy[cmd_name].partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command), command
+        self.add_command(command, cmd_name)
+        return command
+
+
+@click.group(cls=_LazyGroup)
 @click.version_option(__version__, prog_name="rmq-broker")
 def main() -> None:
     """A RocketMQ-compatible message broker."""
@@ -294,17 +316,3 @@ def health(addr: str, timeout_s: float) -> None:
         click.echo(f"unhealthy: {problem}", err=True)
         sys.exit(1)
     click.echo("ok")
-
-
-def _add_pipeline_group() -> None:
-    """Attach `rmq-broker pipeline ...` when its module exists (it imports Spark lazily)."""
-    if importlib.util.find_spec("broker.cli_pipeline") is None:
-        return
-    module = importlib.import_module("broker.cli_pipeline")
-    main.add_command(module.pipeline)
-
-
-_add_pipeline_group()
-main.add_command(admin)
-main.add_command(query)
-main.add_command(namesrv)
