@@ -65,6 +65,13 @@ async def run_index(
                 failing = True
                 await trio.sleep(1.0)
                 continue
+            except Exception:  # a fault of ours: the index is secondary, the broker stays up
+                if not failing:
+                    log.exception("index_build_fault", offset=index.indexed_offset)
+                index.vectorised = False  # the record-by-record path writes the same bytes
+                failing = True
+                await trio.sleep(1.0)
+                continue
             if moved and index.indexed_offset < end:
                 await trio.lowlevel.checkpoint()  # a full batch: the next one at once
             elif moved:
@@ -79,6 +86,8 @@ async def run_index(
                 await trio.to_thread.run_sync(index.save)
             except _BUILD_ERRORS as exc:
                 log.error("index_close_failed", error=str(exc))
+            except Exception:  # a fault of ours: the rest of the store still closes cleanly
+                log.exception("index_close_fault", offset=index.indexed_offset)
 
 
 async def _gather(index: IndexService, readable_end: Callable[[], int]) -> None:

@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from store.config import FlushDiskType, MessageStoreConfig
 from store.consume_service import ConsumeService, query_message, view_message
@@ -244,3 +245,24 @@ def forget_ghost(root: str, offsets: list[int]) -> None:
         assert sorted(index.query_offsets("T1", "k", 64, 0, FAR).offsets) == offsets
     finally:
         index.close()
+
+
+async def test_a_fault_in_the_batched_path_leaves_the_store_up_and_the_keys_found(
+    indexed: MessageStoreConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug of ours in the array path (here: an AttributeError, as a half-imported numpy
+    raised) is one `index_build_fault` event; the record-by-record path takes over."""
+    import store.index.service as service_module
+
+    def broken(*_args: object) -> object:
+        raise AttributeError("module 'numpy' has no attribute 'matrix'")
+
+    monkeypatch.setattr(service_module, "run_keys", broken)
+    with capture_logs() as logs:
+        async with DefaultMessageStore.open(indexed) as store:
+            first = await put(store, keys="order-1")
+            second = await put(store, keys="order-1")
+            assert await offsets_of(store, "order-1") == [first, second]
+            assert (await put(store)) > second  # the store still takes messages
+    faults = [e for e in logs if e["event"] == "index_build_fault"]
+    assert len(faults) == 1 and faults[0]["log_level"] == "error", logs
