@@ -15,8 +15,9 @@
 #    second container, sends more, stops it again;
 # 7. starts deploy/docker-compose.cluster.yml with podman-compose (pinned in constraints.txt,
 #    in a cached venv of its own) on the image built in 3, sends to broker-a and broker-b
-#    from the host through the published loopback ports, pulls every message back
-#    (deploy/compose_check.py), and takes the cluster down again.
+#    from the host through the published loopback ports, pulls every message back, waits for
+#    broker-a's slave to hold what broker-a holds (deploy/compose_check.py), and takes the
+#    cluster down again.
 # Podman's storage lives in a scratch directory that is removed at the end, pass or fail.
 #
 # Environment:
@@ -267,7 +268,7 @@ sys.exit(0 if rows == int(sys.argv[2]) else f"{rows} rows exported, expected {sy
 }
 
 COMPOSE_PROJECT=rmq-cluster
-COMPOSE_PORTS=(9876 9877 10911 10921 5557 5558)
+COMPOSE_PORTS=(9876 9877 10911 10921 10931 5557 5558 5559)
 
 compose() {
     "$COMPOSE_VENV/bin/podman-compose" --podman-path "$(command -v podman)" \
@@ -310,10 +311,12 @@ services:
     ulimits: {nofile: {soft: $nofile, hard: $nofile}, nproc: 32768}
   broker-b:
     ulimits: {nofile: {soft: $nofile, hard: $nofile}, nproc: 32768}
+  broker-a-slave:
+    ulimits: {nofile: {soft: $nofile, hard: $nofile}, nproc: 32768}
 EOF
     # The image the compose file names is the one built above: no second build.
     podman tag "$IMAGE" rmq-broker:0.1.0
-    say "starting the compose cluster (2 name servers, broker-a, broker-b)"
+    say "starting the compose cluster (2 name servers, broker-a with a slave, broker-b)"
     COMPOSE_UP=1
     compose up -d --no-build >"$SCRATCH/compose-up.log" 2>&1 ||
         { tail -n 30 "$SCRATCH/compose-up.log" >&2; fail "podman-compose up"; }
@@ -324,9 +327,10 @@ check_compose_cluster() {
     summary=$(timeout 180 "$ROOT/.venv/bin/python" "$HERE/compose_check.py" \
         --namesrv 127.0.0.1:9876 --namesrv 127.0.0.1:9877 \
         --broker broker-a=127.0.0.1:10911 --broker broker-b=127.0.0.1:10921 \
+        --slave broker-a=127.0.0.1:10931 \
         --topic "${TOPIC}Cluster" --count "$MESSAGES" --timeout 90) ||
         fail "compose cluster: $summary"
-    say "compose cluster: both name servers list both groups; $MESSAGES sent to each, all consumed"
+    say "compose cluster: both name servers list both groups and the slave; $MESSAGES sent to each group, all consumed; broker-a's on its slave"
     compose down -v -t 30 >"$SCRATCH/compose-down.log" 2>&1 ||
         { cat "$SCRATCH/compose-down.log" >&2; fail "podman-compose down"; }
     COMPOSE_UP=
