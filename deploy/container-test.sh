@@ -12,7 +12,12 @@
 #    sends messages from the host with the client stub, checks /metrics and the HEALTHCHECK;
 # 5. `podman stop` (SIGTERM): the broker must log a clean shutdown and exit 0;
 # 6. starts it again on the same volume, reads the messages back with `rmq-broker inspect` in a
-#    second container, sends more, stops it again.
+#    second container, sends more, stops it again;
+# 7. starts deploy/docker-compose.cluster.yml with podman-compose (pinned in constraints.txt,
+#    in a cached venv of its own) on the image built in 3, sends to broker-a and broker-b
+#    from the host through the published loopback ports, pulls every message back, waits for
+#    broker-a's slave to hold what broker-a holds (deploy/compose_check.py), and takes the
+#    cluster down again.
 # Podman's storage lives in a scratch directory that is removed at the end, pass or fail.
 #
 # Environment:
@@ -20,6 +25,7 @@
 #   RMQ_CONTAINER_CACHE=DIR     where the base tar is kept (default ~/.cache/rmq-broker)
 #   RMQ_CONTAINER_KEEP=1        keep the scratch directory for a post-mortem
 #   RMQ_CONTAINER_TEST_SPARK=1  also build the spark target and export the store to Parquet
+#   RMQ_CONTAINER_TEST_COMPOSE=skip  leave out step 7 (the compose cluster)
 # Exit codes: 0 passed, 1 a check failed, 2 this machine cannot run the test.
 set -euo pipefail
 
@@ -100,7 +106,13 @@ cleanup() {
             say "last broker logs:"
             podman logs --tail 40 "$CONTAINER" >&2 2>&1
         fi
+        if [[ -n ${COMPOSE_UP:-} ]]; then
+            ((rc == 0)) || compose logs --tail 20 >&2 2>&1
+            compose down -v -t 5 >/dev/null 2>&1
+        fi
         podman rm -f -t 0 -a >/dev/null 2>&1
+        podman pod rm -f -a >/dev/null 2>&1
+        podman network rm -f "${COMPOSE_PROJECT}_default" >/dev/null 2>&1
         podman volume rm -f -a >/dev/null 2>&1
         podman rmi -f -a >/dev/null 2>&1
         podman system reset -f >/dev/null 2>&1
@@ -255,6 +267,76 @@ sys.exit(0 if rows == int(sys.argv[2]) else f"{rows} rows exported, expected {sy
     say "the spark image exported all $((2 * MESSAGES)) messages to Parquet"
 }
 
+COMPOSE_PROJECT=rmq-cluster
+COMPOSE_PORTS=(9876 9877 10911 10921 10931 5557 5558 5559)
+
+compose() {
+    "$COMPOSE_VENV/bin/podman-compose" --podman-path "$(command -v podman)" \
+        -f "$HERE/docker-compose.cluster.yml" -f "$SCRATCH/compose.override.yml" "$@"
+}
+
+# The cluster file publishes fixed ports and asks for a nofile limit of 65536; this VM may grant
+# less, so an override (this run only) lowers it. A service's own ulimits replace podman's
+# default_ulimits, so nproc is lowered there too. Everything else is the file users run.
+# podman 4.3 has no `podman compose`: podman-compose, at its pin in constraints.txt, goes into a
+# venv of its own in the cache (not the project's), made once per pin.
+install_podman_compose() {
+    local cache=${RMQ_CONTAINER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rmq-broker} pin
+    pin=$(grep -m1 '^podman-compose==' "$ROOT/constraints.txt") ||
+        fail "constraints.txt pins no podman-compose"
+    COMPOSE_VENV=$cache/venv-${pin/==/-}
+    [[ -x $COMPOSE_VENV/bin/podman-compose ]] && return 0
+    say "installing $pin into $COMPOSE_VENV"
+    rm -rf "$COMPOSE_VENV"
+    { "$ROOT/.venv/bin/python" -m venv "$COMPOSE_VENV" &&
+        "$COMPOSE_VENV/bin/pip" install -q -c "$ROOT/constraints.txt" "$pin"; } \
+        >"$SCRATCH/pip.log" 2>&1 ||
+        { cat "$SCRATCH/pip.log" >&2; rm -rf "$COMPOSE_VENV"; cannot_run "pip install $pin"; }
+}
+
+start_compose_cluster() {
+    install_podman_compose
+    local port nofile
+    for port in "${COMPOSE_PORTS[@]}"; do
+        "$ROOT/.venv/bin/python" -c 'import socket, sys
+socket.create_server(("0.0.0.0", int(sys.argv[1]))).close()' "$port" 2>/dev/null ||
+            cannot_run "port $port (published by the compose cluster) is in use"
+    done
+    nofile=$(ulimit -Hn)
+    [[ $nofile == unlimited ]] || ((nofile <= 65536)) || nofile=65536
+    [[ $nofile == unlimited ]] && nofile=65536
+    cat >"$SCRATCH/compose.override.yml" <<EOF
+services:
+  broker-a:
+    ulimits: {nofile: {soft: $nofile, hard: $nofile}, nproc: 32768}
+  broker-b:
+    ulimits: {nofile: {soft: $nofile, hard: $nofile}, nproc: 32768}
+  broker-a-slave:
+    ulimits: {nofile: {soft: $nofile, hard: $nofile}, nproc: 32768}
+EOF
+    # The image the compose file names is the one built above: no second build.
+    podman tag "$IMAGE" rmq-broker:0.1.0
+    say "starting the compose cluster (2 name servers, broker-a with a slave, broker-b)"
+    COMPOSE_UP=1
+    compose up -d --no-build >"$SCRATCH/compose-up.log" 2>&1 ||
+        { tail -n 30 "$SCRATCH/compose-up.log" >&2; fail "podman-compose up"; }
+}
+
+check_compose_cluster() {
+    local summary
+    summary=$(timeout 180 "$ROOT/.venv/bin/python" "$HERE/compose_check.py" \
+        --namesrv 127.0.0.1:9876 --namesrv 127.0.0.1:9877 \
+        --broker broker-a=127.0.0.1:10911 --broker broker-b=127.0.0.1:10921 \
+        --slave broker-a=127.0.0.1:10931 \
+        --topic "${TOPIC}Cluster" --count "$MESSAGES" --timeout 90) ||
+        fail "compose cluster: $summary"
+    say "compose cluster: both name servers list both groups and the slave; $MESSAGES sent to each group, all consumed; broker-a's on its slave"
+    compose down -v -t 30 >"$SCRATCH/compose-down.log" 2>&1 ||
+        { cat "$SCRATCH/compose-down.log" >&2; fail "podman-compose down"; }
+    COMPOSE_UP=
+    say "compose cluster taken down"
+}
+
 main() {
     local started=$SECONDS
     preflight
@@ -286,6 +368,12 @@ main() {
     check_store_holds "${TOPIC}Second"
     if [[ ${RMQ_CONTAINER_TEST_SPARK:-} == 1 ]]; then
         check_spark_export
+    fi
+    if [[ ${RMQ_CONTAINER_TEST_COMPOSE:-} != skip ]]; then
+        local compose_started=$SECONDS
+        start_compose_cluster
+        check_compose_cluster
+        say "the compose step took $((SECONDS - compose_started)) s"
     fi
 
     say "passed in $((SECONDS - started)) s"

@@ -39,14 +39,16 @@ def test_compose_cluster_is_valid_against_the_compose_spec() -> None:
 
 def test_compose_cluster_has_two_name_servers_and_two_broker_groups() -> None:
     namesrvs, brokers = services("namesrv"), services("broker")
-    assert len(namesrvs) == 2 and len(brokers) == 2
-    names = set()
+    assert len(namesrvs) == 2 and len(brokers) == 3
+    names, slaves = set(), []
     for service in brokers.values():
         env = service["environment"]
         config = load_config(
             environ={**env, "RMQ_CONFIG": str(DEPLOY / "broker-sync.toml")},
         )
         names.add(config.broker_name)
+        if config.broker_id:
+            slaves.append(config)
         # every name server, at the port it listens on inside the network
         listens = {n: s["command"][s["command"].index("--listen") + 1] for n, s in namesrvs.items()}
         wanted = {f"{n}:{listen.rpartition(':')[2]}" for n, listen in listens.items()}
@@ -57,7 +59,16 @@ def test_compose_cluster_has_two_name_servers_and_two_broker_groups() -> None:
         assert config.store_host_ip == "127.0.0.1"
         assert any(v.endswith(f":{STORE_DIR}") for v in service["volumes"])
     assert len(names) == 2
-    assert len({v for s in brokers.values() for v in s["volumes"] if STORE_DIR in v}) == 2
+    assert len({v for s in brokers.values() for v in s["volumes"] if STORE_DIR in v}) == 3
+    # one slave, of broker-a, pointed at broker-a's HA port (its listen port + 1) and listen port
+    (slave,) = slaves
+    assert (slave.broker_name, slave.broker_id, slave.store.broker_role.name) == (
+        "broker-a",
+        1,
+        "SLAVE",
+    )
+    assert str(slave.ha_master_address) == "broker-a:10912"
+    assert str(slave.ha_master_broker_address) == "broker-a:10911"
 
 
 def cluster_documents() -> list[tuple[str, dict[str, Any]]]:

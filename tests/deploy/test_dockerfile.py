@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import subprocess
+import tomllib
 from dataclasses import dataclass
 
 import pytest
@@ -161,3 +163,18 @@ def test_dockerignore_is_an_allow_list() -> None:
     allowed = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
     assert {"pyproject.toml", "constraints.txt", "README.md", "broker", "store"} <= allowed
     assert not allowed & {".venv", ".git", ".store", "tests"}
+
+
+def test_dockerignore_lets_in_every_package_the_project_installs() -> None:
+    # A package missing from the build context builds fine and fails only at import time.
+    with (ROOT / "pyproject.toml").open("rb") as fh:
+        setuptools = tomllib.load(fh)["tool"]["setuptools"]
+    packages = {pattern.rstrip("*") for pattern in setuptools["packages"]["find"]["include"]}
+    allowed = {
+        line[1:].rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
+    assert packages - allowed == set()
+    for module in setuptools.get("py-modules", []):
+        assert any(fnmatch.fnmatch(f"{module}.py", pattern) for pattern in allowed), module
