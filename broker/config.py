@@ -37,6 +37,7 @@ NOT_CONFIG_ENV: Final = frozenset(
         "RMQ_SOAK",
         "RMQ_CONTAINER_TEST",
         "RMQ_CONTAINER_TEST_SPARK",
+        "RMQ_CONTAINER_TEST_COMPOSE",
         "RMQ_CONTAINER_CACHE",
         "RMQ_CONTAINER_KEEP",
     }
