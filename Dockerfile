@@ -33,7 +33,9 @@ RUN python3 -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb")
 # pyspark_commitlog shim only on a real sys.path entry) --------------------------------------
 FROM deps AS wheel
 COPY . .
-RUN "$VIRTUAL_ENV/bin/pip" wheel --no-cache-dir --no-deps -c constraints.txt -w /wheels .
+# The RocketMQ 5 gRPC bindings are copied out of the official client's pinned wheel.
+RUN "$VIRTUAL_ENV/bin/python" -m protocol.v2.build \
+    && "$VIRTUAL_ENV/bin/pip" wheel --no-cache-dir --no-deps -c constraints.txt -w /wheels .
 
 FROM deps AS venv
 COPY --from=wheel /wheels /wheels

@@ -16,6 +16,7 @@ $(PY):
 # Stamps re-run the install whenever the project metadata or the pins change.
 $(VENV)/.run-installed: pyproject.toml constraints.txt | $(PY)
 	$(PIP) install -q -c constraints.txt -e .
+	$(PY) -m protocol.v2.build
 	touch $@
 
 # pyfuse3 (the power-cut file system of tests/powercut) builds against the system's libfuse3;
@@ -24,6 +25,7 @@ $(VENV)/.test-installed: pyproject.toml constraints.txt | $(PY)
 	bash tests/powercut/install-fuse.sh
 	bash tests/install-chromium.sh
 	$(PIP) install -q -c constraints.txt -e '.[test,spark,bench]'
+	$(PY) -m protocol.v2.build
 	touch $@ $(VENV)/.run-installed
 
 install-run: $(VENV)/.run-installed
