@@ -4,6 +4,7 @@ cannot be installed."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
 import shutil
@@ -28,7 +29,10 @@ def run_script(script: pathlib.Path, env: dict[str, str]) -> subprocess.Complete
     )
 
 
-@pytest.mark.parametrize("script", [TESTS / "apt-missing.sh", *(s for s, _, _ in SCRIPTS)])
+@pytest.mark.parametrize(
+    "script",
+    [TESTS / "apt-missing.sh", TESTS / "grpc" / "install-client.sh", *(s for s, _, _ in SCRIPTS)],
+)
 def test_shellcheck_finds_nothing(script: pathlib.Path) -> None:
     result = subprocess.run(
         [venv_tool("shellcheck"), "--severity=info", "-x", str(script)],
@@ -70,3 +74,23 @@ def test_without_the_packages_or_apt_it_names_what_is_missing(
     assert line.startswith(f"{name}: missing ")
     assert package in line
     assert "no apt-get" in line
+
+
+def test_the_5x_client_venv_is_not_remade_while_its_pins_stand(tmp_path: pathlib.Path) -> None:
+    """A venv stamped with today's pins is kept as it is: the script touches nothing in it."""
+    script = TESTS / "grpc" / "install-client.sh"
+    pins = (TESTS / "grpc" / "client-constraints.txt").read_bytes()
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    stamp = venv / f".pins-{hashlib.sha256(pins).hexdigest()[:16]}"
+    stamp.touch()
+    env = {**os.environ, "RMQ5_CLIENT_VENV": str(venv), "PYTHON": "/bin/false"}
+    result = run_script(script, env)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in venv.iterdir()) == [stamp.name]
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    (stale / ".pins-0000000000000000").touch()
+    result = run_script(script, {**env, "RMQ5_CLIENT_VENV": str(stale)})
+    assert result.returncode != 0  # /bin/false cannot make the venv: it tried to remake it
+    assert not (stale / ".pins-0000000000000000").exists()
