@@ -19,7 +19,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from store.decode import RecordFormatError, locate_record, record_step
 from store.layout import (
@@ -118,10 +118,12 @@ def decode_columns(
 
     Raises RecordFormatError at the first record that `locate_record` refuses or whose
     PHYSICALOFFSET is not its own offset. A CRC mismatch is reported in `crc_ok`, not raised.
-    `vectorised`: None tries numpy, False forces the pure path (results are the same).
+    `vectorised`: None tries numpy for runs of `MIN_VECTORISED_RUN` records or more, True for
+    any run, False forces the pure path (results are the same).
     """
     end = len(buf) if limit is None else min(limit, len(buf))
-    if vectorised is not False and positions:
+    shortest = 1 if vectorised else MIN_VECTORISED_RUN
+    if vectorised is not False and len(positions) >= shortest:
         fast = _fast_path()
         if fast is not None:
             decoded = fast(
@@ -144,6 +146,11 @@ def decode_columns(
         verify_crc=verify_crc,
         topics=topics,
     )
+
+
+#: shorter runs decode in pure Python when the caller leaves the choice: numpy's per-call costs
+#: outweigh it there, and a broker that only sees a few messages at a time never loads numpy
+MIN_VECTORISED_RUN: Final = 16
 
 
 def _fast_path() -> Callable[..., RecordColumns | None] | None:

@@ -28,10 +28,12 @@ Retention: `delete_below` drops the files whose last item points below the log's
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import time
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Final
 
 import structlog
@@ -43,14 +45,6 @@ from store.decode import CommitLogRecord
 from store.index.index_file import IndexFile, index_keys
 from store.mapped_file import fsync_dir, make_dirs
 from store.message import TRANSACTION_ROLLBACK_TYPE, get_transaction_value
-
-try:  # at import, i.e. at start: a first import during an out-of-descriptors spell would fail
-    from store.index.batch import put_keys, run_keys
-    from store.index.locate import locate_run
-
-    _VECTORISED = True
-except ImportError:  # no numpy: record by record, with the same bytes
-    _VECTORISED = False
 from store.reader import CommitLogReader, SegmentGoneError
 
 log = structlog.get_logger()
@@ -58,6 +52,23 @@ INDEX_DIR: Final = "index"
 CHECKPOINT_FILE: Final = os.path.join("config", "indexCheckpoint")
 #: records indexed per worker-thread call
 BUILD_BATCH: Final = 4096
+#: shorter runs are indexed key by key: numpy's per-call costs outweigh it there, and a broker
+#: that only ever sees a few messages at a time never loads numpy
+MIN_VECTORISED_RUN: Final = 16
+
+
+def _vectorised_modules() -> tuple[ModuleType, ModuleType] | None:
+    """`store.index.batch` and `store.index.locate`, imported on first use; None without numpy.
+    A failed import (numpy missing, or a first import while descriptors run out) is tried again
+    on the next run; anything worse is the runner's `index_build_fault`."""
+    try:
+        return importlib.import_module("store.index.batch"), importlib.import_module(
+            "store.index.locate"
+        )
+    except ImportError:
+        return None
+
+
 #: 4.9's `maxMsgsNumBatch`: the most offsets one query returns
 MAX_MSGS_NUM_BATCH: Final = 64
 _NAME_LENGTH: Final = 17
@@ -93,6 +104,8 @@ class IndexService:
         self._lock = threading.Lock()
         #: runs are indexed in array operations (`store.index.batch`) when numpy is there
         self.vectorised = True
+        #: ... and when they hold at least this many records
+        self.min_vectorised_run = MIN_VECTORISED_RUN
         self._written: set[IndexFile] = set()
         self._saved_offset = -1
         self._release_below = 0
@@ -254,19 +267,22 @@ class IndexService:
     def _index_located(self, start: int, end: int) -> bool:
         """A run indexed in array operations from the fields the index reads only; False when
         it must be decoded whole (a record that does not add up; no numpy)."""
-        if not _VECTORISED:
-            self.vectorised = False
-            return False
         for found in self.reader.iter_walks(start, end, run=BUILD_BATCH):
-            fields = locate_run(found)
+            if len(found.positions) < self.min_vectorised_run:
+                return False
+            modules = _vectorised_modules()
+            if modules is None:
+                return False
+            batch_api, locate_api = modules
+            fields = locate_api.locate_run(found)
             if fields is None:
                 return False
-            keys = run_keys(fields)
+            keys = batch_api.run_keys(fields)
             current = self._last_file() if len(keys) else None
             if current is not None:
                 keys = keys.from_offset(current.end_offset)  # indexed before: not again (4.9)
             while current is not None and len(keys):
-                put = put_keys(current, keys)
+                put = batch_api.put_keys(current, keys)
                 self._written.add(current)
                 keys = keys.skip(put)
                 if len(keys):

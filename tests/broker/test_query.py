@@ -204,3 +204,26 @@ async def test_a_committed_transaction_is_found_in_its_topic_and_a_rolled_back_o
         assert [r.body for r in half.records] == [b"gone"]
         assert (await query_by_key(conn, "TxQ", "tx-gone")).records == []
     await broker.stop()
+
+
+def mapped(pid: int, name: str) -> bool:
+    return name in pathlib.Path(f"/proc/{pid}/maps").read_text()
+
+
+async def test_a_broker_seeing_a_few_messages_at_a_time_indexes_them_without_numpy(
+    tmp_path: pathlib.Path,
+) -> None:
+    """numpy (about 11 MiB of RSS) is loaded for runs of many records only: a broker at rest,
+    or taking a message now and then, finds every key without it."""
+    daemon = Daemon(tmp_path / "store", env=INDEX_ENV)
+    try:
+        async with open_producer("127.0.0.1", daemon.port) as conn:
+            for n in range(5):
+                await conn.send(Message("QT", b"body-%d" % n, keys=[f"order-{n}", "common"]))
+                await settled(conn, "QT", f"order-{n}", 1)
+            answer = await settled(conn, "QT", "common", 5)
+        assert [r.body for r in answer.records] == [b"body-%d" % n for n in range(5)]
+        assert not mapped(daemon.process.pid, "numpy")
+        assert mapped(daemon.process.pid, "libpython") or mapped(daemon.process.pid, "python3")
+    finally:
+        daemon.stop()

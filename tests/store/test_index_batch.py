@@ -85,6 +85,7 @@ def build(root: str, copy: str, *, vectorised: bool, stops: list[int]) -> list[b
     shutil.copytree(root, copy)
     service = IndexService.open(copy, SLOTS, ITEMS, log_min=0, log_max=stops[-1], abnormal=False)
     service.vectorised = vectorised
+    service.min_vectorised_run = 1
     for stop in stops:
         while service.indexed_offset < stop:
             assert service.build_batch(stop)
@@ -148,6 +149,7 @@ def test_a_batch_after_a_restart_chains_to_the_items_before_it(
         build(log_root, copy, vectorised=False, stops=[half])
         service = IndexService.open(copy, SLOTS, ITEMS, log_min=0, log_max=ends[-1], abnormal=True)
         service.vectorised = vectorised
+        service.min_vectorised_run = 1
         while service.build_batch(ends[-1]):
             pass
         service.save(force=True)

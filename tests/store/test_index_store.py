@@ -252,12 +252,14 @@ async def test_a_fault_in_the_batched_path_leaves_the_store_up_and_the_keys_foun
 ) -> None:
     """A bug of ours in the array path (here: an AttributeError, as a half-imported numpy
     raised) is one `index_build_fault` event; the record-by-record path takes over."""
+    import store.index.batch as batch_module
     import store.index.service as service_module
 
     def broken(*_args: object) -> object:
         raise AttributeError("module 'numpy' has no attribute 'matrix'")
 
-    monkeypatch.setattr(service_module, "run_keys", broken)
+    monkeypatch.setattr(batch_module, "run_keys", broken)
+    monkeypatch.setattr(service_module, "MIN_VECTORISED_RUN", 1)  # one-message runs take it
     with capture_logs() as logs:
         async with DefaultMessageStore.open(indexed) as store:
             first = await put(store, keys="order-1")
