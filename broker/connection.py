@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, cast
 
 import structlog
@@ -96,6 +96,10 @@ class Connection:
         self._writer_spot = ParkingSpot()
         self._reading_done = False
         self._write_failed = False
+        #: called once reading has stopped (the peer closed, reset or stopped taking our
+        #: writes; shutdown; a timeout), while held requests may still run: nothing more can
+        #: come in on this connection, so what it registered can go now
+        self.on_reading_done: Callable[[], None] = lambda: None
         #: the descriptor of a plain TCP connection, written directly when it has room
         self._fd = -1
         # Security hook (broker/acl): every request is checked before dispatch when ACL is on.
@@ -137,6 +141,10 @@ class Connection:
             finally:
                 watchdog.cancel()
                 self._reading_done = True
+                try:
+                    self.on_reading_done()
+                except Exception:
+                    log.exception("reading_done_hook_failed")
                 self.calls.close()
                 self._wake_writer()
 

@@ -122,10 +122,14 @@ class ConsumerManager:
             info = self._groups.get(name)
             if info is None:
                 continue
-            for client_id in [c for c, client in info.clients.items() if client.conn_id == conn_id]:
+            # A client that re-registered on another connection stays: only the ones still
+            # on this connection go, and the group is told only when one went.
+            closed = [c for c, client in info.clients.items() if client.conn_id == conn_id]
+            for client_id in closed:
                 del info.clients[client_id]
                 log.info("consumer_closed", group=name, client_id=client_id)
-            _notify_ids_changed(name, info)
+            if closed:
+                _notify_ids_changed(name, info)
             if not info.clients:
                 del self._groups[name]
 

@@ -133,6 +133,10 @@ class BrokerServer:
             self._refusing = False
             log.info("connections_accepted_again", connections=len(self.connections))
         connection = Connection(stream, peer_address(stream), self.broker, dispatcher)
+        # Its consumers go as soon as it stops reading, as upstream's channel-close event: a
+        # pull it left held (up to its suspend time) must not keep a dead client in its group.
+        consumers, conn_id = self.broker.consumers, connection.conn_id
+        connection.on_reading_done = lambda: consumers.connection_closed(conn_id)
         self.connections.add(connection)
         metrics = self.broker.metrics
         if metrics is not None:

@@ -130,3 +130,31 @@ async def test_members_are_told_when_their_group_changes(tmp_path: pathlib.Path)
     told()
     manager.unregister("one", "g")
     assert told() == {1: [], 2: [change]}
+
+
+async def test_a_closed_connection_whose_client_moved_away_tells_nobody(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A client that re-registered on a new connection stays when its old one closes: the
+    group did not change, so no member is told (a needless rebalance of every member)."""
+    base = context(tmp_path)
+    pushed: list[RemotingCommand] = []
+
+    def on(conn_id: int) -> RequestContext:
+        def push(command: RemotingCommand) -> bool:
+            pushed.append(command)
+            return True
+
+        return RequestContext(base.broker, conn_id, ("127.0.0.1", 5000 + conn_id), push)
+
+    manager = ConsumerManager(Clock())
+    await manager.on_heartbeat(heartbeat("one"), on(1))
+    await manager.on_heartbeat(heartbeat("two"), on(2))
+    await manager.on_heartbeat(heartbeat("one"), on(3))  # "one" reconnected
+    pushed.clear()
+    manager.connection_closed(1)
+    assert manager.client_ids("g") == ["one", "two"]
+    assert pushed == []
+    manager.connection_closed(3)
+    assert manager.client_ids("g") == ["two"]
+    assert [c.code for c in pushed] == [RequestCode.NOTIFY_CONSUMER_IDS_CHANGED]

@@ -4,6 +4,7 @@ the group's client list, and refusals with their codes."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import pathlib
 import time
@@ -13,7 +14,10 @@ import trio
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from protocol.consumer_headers import FLAG_SUSPEND, PullMessageRequestHeader
+from protocol.frame import encode_frame
 from protocol.properties import decode_properties
+from protocol.route import ConsumerData, HeartbeatData, SubscriptionData
 from rmq_client.producer import Message, SendError, open_producer
 from rmq_client.pull_consumer import open_pull_consumer
 from store.decode import CommitLogRecord
@@ -222,3 +226,44 @@ async def test_bad_pulls_are_refused_with_their_code(
         with pytest.raises(SendError) as refused:
             await consumer.pull(topic, queue_id, 0)
         assert refused.value.code == code and refused.value.remark
+
+
+async def test_a_client_whose_connection_closes_leaves_its_group_while_its_pull_is_held(
+    broker: RunningBroker,
+) -> None:
+    """A consumer that dies with a pull held (long polling) is gone from its group as soon
+    as its connection closes, not when the hold ends: its group rebalances its queues now."""
+    await send_all(broker.port, "Gone", [Message("Gone", b"only", queue_id=0)])
+    gone = await trio.open_tcp_stream("127.0.0.1", broker.port)
+    consumer = ConsumerData(
+        GROUP,
+        "CONSUME_ACTIVELY",
+        "CLUSTERING",
+        "CONSUME_FROM_FIRST_OFFSET",
+        (SubscriptionData("Gone", "*"),),
+    )
+    heartbeat = HeartbeatData("gone@1", (), (consumer,)).to_json()
+    await gone.send_all(
+        encode_frame(RemotingCommand.request(RequestCode.HEART_BEAT, {}, body=heartbeat))
+    )
+    with trio.fail_after(30):
+        assert await gone.receive_some()  # the heartbeat's answer: the group is known
+    pull = PullMessageRequestHeader(
+        GROUP, "Gone", 0, 1, 32, FLAG_SUSPEND, 0, 120_000, 0, None, None
+    )
+    await gone.send_all(
+        encode_frame(RemotingCommand.request(RequestCode.PULL_MESSAGE, pull.to_ext_fields()))
+    )
+    async with open_pull_consumer("127.0.0.1", broker.port, GROUP, client_id="stays@2") as stays:
+        await stays.subscribe("Gone")
+        await held(broker)  # the 120 s hold
+        assert await stays.consumer_ids() == ["gone@1", "stays@2"]
+        await gone.aclose()
+        with trio.fail_after(30):  # a quarter of the hold
+            members = await stays.consumer_ids()
+            for _ in itertools.count():
+                if members == ["stays@2"]:
+                    break
+                await trio.sleep(0.05)
+                members = await stays.consumer_ids()
+        assert broker.server.broker.pull_waiters.waiting == 1  # still held: not what freed it

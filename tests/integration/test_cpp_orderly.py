@@ -129,14 +129,20 @@ def test_orderly_consumers_own_their_queues(
     print(f"orderly deliveries={len(rows)} consumers by queue={names_by_queue}")
 
 
+# The client calls back on several threads at once: each delivery is one write under a lock,
+# as print() writes its parts one by one and two callbacks would interleave them.
 VICTIM = """
-import sys, time
+import sys, threading, time
 from rocketmq.client import PushConsumer
 consumer = PushConsumer(sys.argv[2], orderly=True)
 consumer.set_namesrv_addr("127.0.0.1:" + sys.argv[1])
 consumer.set_instance_name("victim")
+out = threading.Lock()
 def on_message(msg):
-    print(msg.get_property("seq").decode(), msg.queue_id, flush=True)
+    line = "%s %d\\n" % (msg.get_property("seq").decode(), msg.queue_id)
+    with out:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 consumer.subscribe(sys.argv[3], on_message)
 consumer.start()
 print("started", flush=True)
@@ -151,6 +157,7 @@ def test_a_killed_orderly_consumer_releases_its_queues_when_its_locks_expire(
     env = {"RMQ_REBALANCE_LOCK_MAX_LIVE_TIME": LOCK_LIVE_MS}
     daemon = Daemon(store, "--flush-disk-type", "SYNC_FLUSH", env=env)
     victim_seqs: list[int] = []
+    victim_garbage: list[str] = []  # lines that are no delivery: the failure says what they were
     victim = subprocess.Popen(
         [sys.executable, "-c", VICTIM, str(daemon.port), GROUP, TOPIC],
         stdout=subprocess.PIPE,
@@ -162,10 +169,13 @@ def test_a_killed_orderly_consumer_releases_its_queues_when_its_locks_expire(
     def read_victim() -> None:
         assert victim.stdout is not None
         for line in victim.stdout:
+            fields = line.split()
             if line.startswith("started"):
                 started.set()
+            elif len(fields) == 2 and all(field.isdigit() for field in fields):
+                victim_seqs.append(int(fields[0]))
             else:
-                victim_seqs.append(int(line.split()[0]))
+                victim_garbage.append(line)
 
     threading.Thread(target=read_victim, daemon=True).start()
     log = Log()
@@ -176,9 +186,13 @@ def test_a_killed_orderly_consumer_releases_its_queues_when_its_locks_expire(
         try:
             # rebalances come every 20 s: a loaded machine may need a few of them
             deadline = time.monotonic() + 120
-            while set(range(COUNT)) - log.seqs() - set(victim_seqs):
-                assert time.monotonic() < deadline, "the first messages were not all delivered"
+            while missing := set(range(COUNT)) - log.seqs() - set(victim_seqs):
+                assert time.monotonic() < deadline, (
+                    f"the first messages were not all delivered: {sorted(missing)[:20]} missing,"
+                    f" the victim wrote {victim_garbage[:5]} besides its deliveries"
+                )
                 time.sleep(0.1)
+            assert not victim_garbage, victim_garbage[:5]
             assert victim_seqs, "the victim owned no queue"
             victim.kill()  # SIGKILL: no unlock, its locks stay until they expire
             victim.wait(30)
