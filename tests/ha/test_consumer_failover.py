@@ -1,0 +1,112 @@
+"""When the master is gone consumers continue from the slave: a name server, a SYNC_MASTER +
+SYNC_FLUSH master and its SLAVE registered under one broker name, producers under load until
+the master's SIGKILL at a random moment; then a consumer that knows only the name server
+(`rmq_client.routed_consumer`, 4.9's rules for picking an address) pulls every queue, finds
+every acknowledged message where its acknowledgement said, and commits its offsets to the slave,
+which keeps them. `RMQ_SOAK=1` runs 5 kills (each on fresh processes) instead of 1.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import random
+import time
+
+import trio
+
+from protocol.route import TopicRouteData
+from rmq_client.blocking import BlockingProducer
+from rmq_client.producer import Message, SendStatus
+from rmq_client.routed_consumer import BrokerUnreachableError, open_routed_consumer
+from tests.cluster.cluster import Cluster
+from tests.ha.conftest import SOAK, Daemon
+from tests.ha.test_namesrv_pairing import pair_env
+from tests.reliability.acks import Ack
+from tests.reliability.test_crash_cycles import TOPICS, load_until_killed
+
+SYNC = {"RMQ_FLUSH_DISK_TYPE": "SYNC_FLUSH"}
+GROUP = "FailoverGroup"
+
+
+async def consume_all(namesrv: str) -> tuple[dict[tuple[str, int, int], bytes], int]:
+    """Every message of `TOPICS` by (topic, queue, queue offset), pulled through the route;
+    and how many pulls failed before the route let go of the master."""
+    with trio.fail_after(60):
+        return await _consume(namesrv, {})
+
+
+async def _consume(
+    namesrv: str, got: dict[tuple[str, int, int], bytes]
+) -> tuple[dict[tuple[str, int, int], bytes], int]:
+    failed = 0
+    async with open_routed_consumer([namesrv], GROUP, timeout_s=3) as consumer:
+        for topic in TOPICS:
+            await consumer.subscribe(topic)
+            for broker_name, queue_id in await consumer.queues(topic):
+                offset = 0
+                while True:
+                    try:
+                        result = await consumer.pull(topic, broker_name, queue_id, offset)
+                    except BrokerUnreachableError:
+                        failed += 1  # the master, listed until the name server expires it
+                        await trio.sleep(0.2)
+                        continue
+                    for record in result.records:
+                        got[(topic, queue_id, record.queue_offset)] = record.body or b""
+                    offset = result.next_begin_offset
+                    if offset >= result.max_offset:  # the queue's end, as the slave has it
+                        break
+                await consumer.commit(topic, broker_name, queue_id, offset)
+                assert await consumer.committed(topic, broker_name, queue_id) == offset
+        assert set(consumer.broker_addrs["broker-ha"]) == {1}  # the route lists the slave only
+    return got, failed
+
+
+def one_kill(root: pathlib.Path, daemons: list[Daemon], rng: random.Random) -> tuple[int, int]:
+    cluster = Cluster(root / "cluster", namesrvs=1)
+    try:
+        master = Daemon(root / "master", env={**pair_env(cluster, "SYNC_MASTER", 0), **SYNC})
+        daemons.append(master)
+        with BlockingProducer("127.0.0.1", master.port) as client:
+            for topic in TOPICS:  # the topics exist before the slave copies the master's
+                sent = client.send(Message(topic, b"first"))
+                assert sent.status is SendStatus.SLAVE_NOT_AVAILABLE  # stored, not replicated
+        slave = Daemon(root / "slave", env={**pair_env(cluster, "SLAVE", 1), **SYNC})
+        daemons.append(slave)
+        slave.event("ha_master_connected")
+        slave.event("slave_synced")  # a slave serves pulls only of topics it knows
+
+        def both(route: TopicRouteData | None) -> bool:
+            datas = () if route is None else route.broker_datas
+            return any(set(data.broker_addrs) == {0, 1} for data in datas)
+
+        for topic in TOPICS:
+            cluster.wait_route(topic, both, namesrvs=(0,))
+        acks: dict[int, Ack] = trio.run(load_until_killed, master, 0, rng)
+        assert acks, "nothing acknowledged before the kill"
+        started = time.monotonic()
+        got, failed = trio.run(consume_all, cluster.namesrv_addr)
+        missing = [a for a in acks.values() if (a.topic, a.queue_id, a.queue_offset) not in got]
+        assert not missing, f"{len(missing)} acknowledged messages not consumed: {missing[:3]}"
+        for ack in acks.values():
+            assert got[(ack.topic, ack.queue_id, ack.queue_offset)] == ack.body
+        print(
+            f"consumer_failover acknowledged={len(acks)} consumed={len(got)}"
+            f" failed_pulls={failed} consume_s={time.monotonic() - started:.1f}"
+        )
+        assert slave.stop() == 0
+        return len(acks), len(got)
+    finally:
+        cluster.stop()
+
+
+def test_consumers_continue_from_the_slave_when_the_master_is_killed(
+    tmp_path: pathlib.Path, daemons: list[Daemon]
+) -> None:
+    rng = random.Random()
+    seed = rng.randrange(1 << 30)
+    print(f"consumer_failover seed={seed}")
+    rng.seed(seed)
+    for kill in range(5 if SOAK else 1):
+        one_kill(tmp_path / f"kill-{kill}", daemons, rng)
+        daemons.clear()
