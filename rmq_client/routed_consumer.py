@@ -23,12 +23,13 @@ async with open_routed_consumer(["127.0.0.1:9876"], "my-group") as consumer:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import structlog
 import trio
 
+from protocol.matcher import RequestTimeoutError
 from protocol.route import TopicRouteData
 from rmq_client.producer import ConnectionClosedError, SendError, open_producer
 from rmq_client.pull_consumer import PullConsumer, PullResult
@@ -36,7 +37,13 @@ from rmq_client.pull_consumer import PullConsumer, PullResult
 log = structlog.get_logger()
 
 MASTER_ID: Final = 0
-_LOST = (ConnectionClosedError, OSError, trio.BrokenResourceError, trio.TooSlowError)
+_LOST = (
+    ConnectionClosedError,
+    OSError,
+    trio.BrokenResourceError,
+    trio.TooSlowError,
+    RequestTimeoutError,
+)
 
 
 class BrokerUnreachableError(Exception):
@@ -63,7 +70,12 @@ def find_subscribe_address(
 
 class RoutedPullConsumer:
     def __init__(
-        self, namesrvs: Sequence[str], group: str, client_id: str, timeout_s: float
+        self,
+        namesrvs: Sequence[str],
+        group: str,
+        client_id: str,
+        timeout_s: float,
+        nursery: trio.Nursery,
     ) -> None:
         self.namesrvs = list(namesrvs)
         self.group = group
@@ -74,7 +86,9 @@ class RoutedPullConsumer:
         self.broker_addrs: dict[str, dict[int, str]] = {}
         #: (topic, broker name, queue id) -> the broker id the last pull answer suggested
         self.suggested: dict[tuple[str, str, int], int] = {}
-        self._connections: dict[str, tuple[AsyncExitStack, PullConsumer]] = {}
+        #: open connections by address: each lives in a task of `nursery` until its event is set
+        self._connections: dict[str, tuple[trio.Event, PullConsumer]] = {}
+        self._nursery = nursery
 
     async def refresh_route(self, topic: str) -> TopicRouteData:
         """Ask the name servers in turn; the first answer replaces the known addresses."""
@@ -177,25 +191,33 @@ class RoutedPullConsumer:
 
     async def _consumer(self, addr: str) -> PullConsumer:
         if addr not in self._connections:
-            host, port = addr.rsplit(":", 1)
-            stack = AsyncExitStack()
-            connection = await stack.enter_async_context(
-                open_producer(host, int(port), timeout_s=self.timeout_s)
-            )
-            consumer = PullConsumer(connection, self.group, self.client_id)
-            consumer.subscriptions = dict(self.subscriptions)
-            self._connections[addr] = (stack, consumer)
+            done = trio.Event()
+            consumer: PullConsumer = await self._nursery.start(self._hold, addr, done)
+            self._connections[addr] = (done, consumer)
         return self._connections[addr][1]
+
+    async def _hold(
+        self, addr: str, done: trio.Event, *, task_status: trio.TaskStatus[PullConsumer]
+    ) -> None:
+        """Keep one connection open until `done`; its loss ends only this task."""
+        host, port = addr.rsplit(":", 1)
+        started = False
+        try:
+            async with open_producer(host, int(port), timeout_s=self.timeout_s) as connection:
+                consumer = PullConsumer(connection, self.group, self.client_id)
+                consumer.subscriptions = dict(self.subscriptions)
+                task_status.started(consumer)
+                started = True
+                await done.wait()
+        except Exception as error:  # a connection's end, however it ends, is only its own
+            if not started:
+                raise  # not connected: the caller's call fails
+            log.info("consumer_connection_lost", addr=addr, error=repr(error))
 
     async def _drop(self, addr: str) -> None:
         entry = self._connections.pop(addr, None)
-        if entry is None:
-            return
-        try:
-            stack = entry[0]
-            await stack.aclose()
-        except _LOST:
-            pass  # the connection is gone already
+        if entry is not None:
+            entry[0].set()
 
 
 @asynccontextmanager
@@ -206,8 +228,9 @@ async def open_routed_consumer(
     client_id: str = "python-routed@0",
     timeout_s: float = 5.0,
 ) -> AsyncIterator[RoutedPullConsumer]:
-    consumer = RoutedPullConsumer(namesrvs, group, client_id, timeout_s)
-    try:
-        yield consumer
-    finally:
-        await consumer.aclose()
+    async with trio.open_nursery() as nursery:
+        consumer = RoutedPullConsumer(namesrvs, group, client_id, timeout_s, nursery)
+        try:
+            yield consumer
+        finally:
+            await consumer.aclose()
