@@ -53,6 +53,8 @@ class PullResult:
     min_offset: int
     max_offset: int
     records: list[CommitLogRecord] = field(default_factory=list)
+    #: the broker id the broker suggests for this queue's next pull (0: the master)
+    suggest_which_broker_id: int = 0
 
     @property
     def found(self) -> bool:
@@ -123,6 +125,7 @@ class PullConsumer:
             bounds.min_offset,
             bounds.max_offset,
             decode_copied_records(response.body or b""),
+            bounds.suggest_which_broker_id,
         )
 
     async def commit(self, topic: str, queue_id: int, offset: int) -> None:

@@ -62,6 +62,7 @@ XDIST_GROUPS: Final = {
         "tests/reliability/test_recovery_repeat.py",
         "tests/store/test_crash.py",
         "tests/ha/test_master_kill.py",
+        "tests/ha/test_consumer_failover.py",
     ),
     "spark": (
         "tests/pipeline/test_batch.py",
