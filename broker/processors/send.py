@@ -29,7 +29,13 @@ from broker.processors.send_checks import (
     find_or_create_topic,
     retry_or_dlq,
 )
-from broker.responses import BUSY_REASONS, SEND_OK_STATUSES, STATUS_NAMES, put_result_response
+from broker.responses import (
+    BUSY_REASONS,
+    SEND_OK_CODES,
+    SEND_OK_STATUSES,
+    STATUS_NAMES,
+    put_result_response,
+)
 from broker.rewrites import apply_delay, drop_delay, to_half_message
 from broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicConfig
 from protocol.codes import ResponseCode
@@ -148,18 +154,42 @@ class SendMessageProcessor:
             return declined
 
         def on_results(results: list[PutMessageResult]) -> None:
+            # One clock read and one metrics lookup per callback; a stored message is answered
+            # here, anything else through `_response`.
+            elapsed = trio.current_time() - started
+            metrics = ctx.broker.metrics
+            record_put = None if metrics is None else metrics.record_put
+            ok_codes = SEND_OK_CODES
             for (request, topic, queue_id, records), result in zip(taken, results, strict=True):
+                status, append = result
+                code = ok_codes.get(status)
                 try:
-                    response = self._response(
-                        request,
-                        ctx,
-                        dict(ext),
-                        topic=topic,
-                        queue_id=queue_id,
-                        records=records,
-                        result=result,
-                        started=started,
-                    )
+                    if code is None or append is None:
+                        response = self._response(
+                            request,
+                            ctx,
+                            dict(ext),
+                            topic=topic,
+                            queue_id=queue_id,
+                            records=records,
+                            result=result,
+                            started=started,
+                        )
+                    else:
+                        if record_put is not None:
+                            if len(records) == 1:
+                                body_bytes = len(records[0].body)
+                            else:
+                                body_bytes = sum(len(r.body) for r in records)
+                            record_put(
+                                topic, STATUS_NAMES[status], body_bytes, elapsed, len(records)
+                            )
+                        msg_ids = append.msg_ids
+                        answer = dict(ext)
+                        answer["msgId"] = msg_ids[0] if len(msg_ids) == 1 else ",".join(msg_ids)
+                        answer["queueId"] = str(queue_id)
+                        answer["queueOffset"] = str(append.logics_offset)
+                        response = request.make_response(code, None, answer)
                 except Exception as exc:
                     log.exception("send_response_failed")
                     response = _system_error(request, exc)
