@@ -322,19 +322,22 @@ class SendMessageProcessor:
         properties_string = encode_properties(props)
         if wait_text is not None:
             props[_MC.WAIT_STORE_MSG_OK] = wait_text  # kept for rebuilds below, as upstream does
+        tags = props.get(_MC.TAGS)
+        # Positional, in the field order (topic ... tags_code): cheaper than 12 keywords.
         record = Inner(
-            topic=topic,
-            queue_id=queue_id,
-            body=request.body or b"",
-            properties_string=properties_string,
-            sys_flag=sys_flag,
-            flag=header.flag,
-            born_timestamp=header.born_timestamp,
-            born_host=ctx.remote,
-            store_host=broker.store_host,
-            reconsume_times=header.reconsume_times or 0,
-            wait_store_msg_ok=wait_text is None or wait_text.lower() == "true",
-            tags_code=java_string_hash(props[_MC.TAGS]) if _MC.TAGS in props else 0,
+            topic,
+            queue_id,
+            request.body or b"",
+            properties_string,
+            sys_flag,
+            header.flag,
+            header.born_timestamp,
+            ctx.remote,
+            broker.store_host,
+            header.reconsume_times or 0,
+            0,  # prepared_transaction_offset
+            wait_text is None or wait_text.lower() == "true",
+            0 if tags is None else java_string_hash(tags),
         )
         if props.get(_MC.TRANSACTION_PREPARED, "").lower() == "true":
             if broker.config.reject_transaction_message:
