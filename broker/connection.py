@@ -289,7 +289,7 @@ class Connection:
         finally:
             self.inflight -= 1
             self._slot_spot.wake()
-            self._wake_writer()
+            self._writer_spot.wake()
 
     def _wake_writer(self) -> None:
         self._writer_spot.wake()

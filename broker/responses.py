@@ -71,6 +71,11 @@ SEND_OK_STATUSES: Final = frozenset(
     }
 )
 
+#: the response code of each send-OK status, as plain ints (the burst path's table)
+SEND_OK_CODES: Final = {
+    status: int(PUT_RESULT_TO_RESPONSE[status][0]) for status in SEND_OK_STATUSES
+}
+
 #: a message stored again (a delayed delivery, a retry, a transaction's) is in the commit log
 #: with these (it is acknowledged without waiting for the flush)
 STORED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT})

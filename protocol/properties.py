@@ -104,10 +104,9 @@ def decode_properties(text: str | None) -> dict[str, str]:
     if not text:
         return result
     for segment in text.split(PROPERTY_SEPARATOR):
-        if len(segment) < 3:
-            continue
-        name, separator, value = segment.partition(NAME_VALUE_SEPARATOR)
-        if separator and name and value:
+        # A value is empty when the separator is missing: a pair needs a name and a value.
+        name, _, value = segment.partition(NAME_VALUE_SEPARATOR)
+        if name and value:
             result[name] = value
     return result
 
@@ -118,7 +117,20 @@ def encode_properties(properties: Mapping[str, str | None]) -> str:
     Names must not contain \\x01 or \\x02 and values must not contain \\x02 (`ValueError`):
     such a pair could not be read back.
     """
-    parts = []
+    parts = [
+        f"{name}{NAME_VALUE_SEPARATOR}{value}"
+        for name, value in properties.items()
+        if value is not None
+    ]
+    if not parts:
+        return ""
+    text = PROPERTY_SEPARATOR.join(parts)
+    # One separator of each kind per pair means no name or value holds one: the pairs are
+    # checked one by one only otherwise (a value may hold \x01).
+    if text.count(PROPERTY_SEPARATOR) == len(parts) - 1 and text.count(NAME_VALUE_SEPARATOR) == len(
+        parts
+    ):
+        return text
     for name, value in properties.items():
         if value is None:
             continue
@@ -128,5 +140,4 @@ def encode_properties(properties: Mapping[str, str | None]) -> str:
             or PROPERTY_SEPARATOR in value
         ):
             raise ValueError(f"property {name!r} contains a separator character")
-        parts.append(f"{name}{NAME_VALUE_SEPARATOR}{value}")
-    return PROPERTY_SEPARATOR.join(parts)
+    return text

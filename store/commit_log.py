@@ -101,6 +101,22 @@ class CommitLog:
                 own[key] = end
         self.last_record_offset = last_record
 
+    def try_put(self, batch: EncodedBatch, now_ms: int) -> Appended | None:
+        """`put` without a coroutine when the current segment has room for `batch` (the
+        common case); None when it must go through `put` (a roll, a refusal)."""
+        mapped_file = self.mapped_file_queue.last_mapped_file
+        if (
+            mapped_file is None
+            or len(batch.data) + END_FILE_MIN_BLANK_LENGTH
+            > mapped_file.file_size - mapped_file.wrote_position
+        ):
+            return None
+        result = self.append_callback.do_append(mapped_file, batch, now_ms)
+        if not isinstance(result, Appended):
+            return None  # not reached: the room was checked; `put` says what went wrong
+        self.last_record_offset = result.wrote_offset + batch.records[-1][0]
+        return result
+
     async def put(self, batch: EncodedBatch, now_ms: int) -> Appended | PutMessageStatus:
         """Append `batch`, rolling to a new segment when needed. Failures are statuses."""
         if len(batch.data) + END_FILE_MIN_BLANK_LENGTH > self.mapped_file_queue.mapped_file_size:

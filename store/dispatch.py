@@ -225,6 +225,19 @@ class ReputMessageService:
         records = batch.records
         last = len(records) - 1
         enters = batch.enters_consume_queue
+        if not last:  # one record: the whole batch
+            self._pending.append(
+                (
+                    wrote_offset,
+                    len(batch.data),
+                    batch.topic,
+                    batch.queue_id,
+                    logics_offset,
+                    batch.tags_codes[0],
+                    enters,
+                )
+            )
+            return
         for index, (start, _) in enumerate(records):
             end = records[index + 1][0] if index < last else len(batch.data)
             self._pending.append(

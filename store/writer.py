@@ -163,29 +163,33 @@ class CommitLogWriter:
         """The finished result of each batch of a request the writer answered: its own status
         when it was not appended, else the request's with where it went."""
         results, appended, started = request.results, request.appended, request.enqueued_at
+        positions = request.positions
         finish = self.finish
+        count = len(appended)
+        put_ok = AppendMessageStatus.PUT_OK
         for part, batch in enumerate(request.batches):
-            where = appended[part] if part < len(appended) else put_status
-            position = request.positions[part]
+            where = appended[part] if part < count else put_status
             if not isinstance(where, Appended):
-                results[position] = finish(PutMessageResult(where), 0, started)
+                results[positions[part]] = finish(PutMessageResult(where), 0, started)
                 continue
             host = batch.store_host_bytes
             base = where.wrote_offset
             records = batch.records
+            size = len(batch.data)
+            # Positional, in the field order (status ... msg_num): cheaper than keywords.
             append_result = AppendMessageResult(
-                status=AppendMessageStatus.PUT_OK,
-                wrote_offset=base,
-                wrote_bytes=len(batch.data),
-                msg_ids=(offset_msg_id(host, base),)
+                put_ok,
+                base,
+                size,
+                (offset_msg_id(host, base),)
                 if len(records) == 1
                 else tuple(offset_msg_id(host, base + start) for start, _ in records),
-                store_timestamp=where.store_timestamp,
-                logics_offset=where.logics_offset,
-                msg_num=len(records),
+                where.store_timestamp,
+                where.logics_offset,
+                len(records),
             )
-            results[position] = finish(
-                PutMessageResult(put_status, append_result), len(batch.data), started
+            results[positions[part]] = finish(
+                PutMessageResult(put_status, append_result), size, started
             )
 
     # --- the writer --------------------------------------------------------------------------
@@ -219,6 +223,7 @@ class CommitLogWriter:
         on_appended = self.on_appended
         queue = self.queue
         put = self.commit_log.put
+        try_put = self.commit_log.try_put
         for index, request in enumerate(group):
             queue.next = index + 1
             if request.cancelled or request.done:
@@ -226,7 +231,7 @@ class CommitLogWriter:
             appended = request.appended
             end = -1
             for batch in request.batches:
-                result = await put(batch, now_ms)
+                result = try_put(batch, now_ms) or await put(batch, now_ms)
                 appended.append(result)
                 if isinstance(result, Appended):
                     end = result.wrote_offset + len(batch.data)

@@ -32,6 +32,9 @@ from protocol.properties import NAME_VALUE_SEPARATOR
 #: TopicSysFlag bits set on topics auto-created by unit-mode producers
 _FLAG_UNIT: Final = 0x1
 _FLAG_UNIT_SUB: Final = 0x2
+#: topic names that passed `check_topic_name`, forgotten all at once past `_MAX_VALID_TOPICS`
+_VALID_TOPICS: Final[set[str]] = set()
+_MAX_VALID_TOPICS: Final = 4096
 
 
 def _reject(field: str, code: int, remark: str) -> HeaderFieldError:
@@ -39,8 +42,14 @@ def _reject(field: str, code: int, remark: str) -> HeaderFieldError:
 
 
 def check_topic_name(topic: str) -> None:
-    """TopicValidator.validateTopic: blank, characters, length (all SYSTEM_ERROR upstream)."""
+    """TopicValidator.validateTopic: blank, characters, length (all SYSTEM_ERROR upstream).
+    A name that passed is remembered (a few thousand at most): the check is per send."""
+    if topic in _VALID_TOPICS:
+        return
     names.check_topic_name("topic", topic)
+    if len(_VALID_TOPICS) >= _MAX_VALID_TOPICS:
+        _VALID_TOPICS.clear()
+    _VALID_TOPICS.add(topic)
 
 
 def check_broker_accepts(topic: str, broker: BrokerContext, now_ms: int) -> None:
@@ -67,6 +76,8 @@ def check_property_pairs(props: Mapping[str, str], where: str = "") -> None:
     """A value holding the name-value separator \\x01 is refused (MESSAGE_ILLEGAL): readers
     split such a pair differently (Java at its first \\x01, the C++ client drops it), so it
     would not be stored as one pair. Names cannot hold it: they end at the first one."""
+    if NAME_VALUE_SEPARATOR not in "".join(props.values()):
+        return  # one search of all the values, the pairs only to name the bad one
     for name, value in props.items():
         if NAME_VALUE_SEPARATOR in value:
             raise _reject(

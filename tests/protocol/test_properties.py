@@ -70,3 +70,24 @@ def test_message_const_names() -> None:
     assert MessageConst.CLUSTER in MessageConst.SYSTEM_KEYS
     assert "color" not in MessageConst.SYSTEM_KEYS
     assert len(MessageConst.SYSTEM_KEYS) == 35
+
+
+def test_encode_keeps_a_value_holding_the_name_value_separator() -> None:
+    # only a name may not hold \x01: a value with one is written as it is
+    text = encode_properties({"a": "v\x01w", "b": "c"})
+    assert text == "a\x01v\x01w\x02b\x01c"
+    assert encode_properties({}) == "" and encode_properties({"a": None}) == ""
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        {"a": "1", "b\x01": "2", "c": "3"},
+        {"a": "1\x02", "b": "2"},
+        {"a": "1", "b\x02c": "2"},
+        {"a\x01": "1", "b": "2\x01"},
+    ],
+)
+def test_encode_rejects_a_separator_among_sound_pairs(properties: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="separator"):
+        encode_properties(properties)

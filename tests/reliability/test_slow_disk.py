@@ -80,7 +80,14 @@ async def test_stuck_writer_answers_busy_and_never_hangs(
             await released.wait()  # e.g. a segment creation stuck on the disk
         return await real_put(self, batch, now_ms)
 
+    real_try_put = CommitLog.try_put
+
+    def try_put(self: CommitLog, batch: EncodedBatch, now_ms: int) -> Appended | None:
+        # the held put takes the slow way, where a segment is created
+        return None if b"hold" in batch.data else real_try_put(self, batch, now_ms)
+
     monkeypatch.setattr(CommitLog, "put", put)
+    monkeypatch.setattr(CommitLog, "try_put", try_put)
     config = make_config(
         tmp_path / "store",
         flush_disk_type="SYNC_FLUSH",
