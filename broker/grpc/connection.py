@@ -96,6 +96,8 @@ class GrpcConnection:
                 h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: s.stream_window,
             },
         )
+        # h2 applies its own 64 KiB limit until a SETTINGS change is acknowledged
+        self.h2.decoder.max_header_list_size = s.max_header_list_size
         self.h2.initiate_connection()
         # the connection window is opened past the 64 KiB every connection starts with
         self.h2.increment_flow_control_window(s.connection_window - 65_535)
@@ -130,8 +132,12 @@ class GrpcConnection:
             except h2.exceptions.ProtocolError as exc:
                 await self._flush_quietly()  # h2 queued a GOAWAY with the error code
                 raise ConnectionEndedError("protocol_error", str(exc)) from None
-            for event in events:
-                self._on_event(event)
+            try:
+                for event in events:
+                    self._on_event(event)
+            except ConnectionEndedError:
+                await self._flush_quietly()  # the GOAWAY saying why
+                raise
             await self.flush()
             if self.goaway_at is not None and not self.streams:
                 return

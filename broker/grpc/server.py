@@ -39,6 +39,10 @@ MESSAGE_HEADROOM: Final = 1 << 20
 _conn_ids = itertools.count(1)
 #: how connections end when nobody did anything wrong (logged at debug level)
 _ORDINARY_ENDS: Final = frozenset({"peer_closed", "goaway_done", "idle", "shutdown"})
+#: ends after which the peer's remaining bytes are read (at most LINGER_BYTES, LINGER_S)
+_LINGER_AFTER: Final = frozenset({"protocol_error", "reset_flood"})
+LINGER_S: Final = 1.0
+LINGER_BYTES: Final = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +205,8 @@ class GrpcServer:
                 reason, detail = "internal_error", type(exc).__name__
             finally:
                 del self.connections[conn_id]
+                if reason in _LINGER_AFTER:
+                    await _linger(stream)
                 await trio.aclose_forcefully(stream)
                 level = log.debug if reason in _ORDINARY_ENDS else log.info
                 level(
@@ -229,6 +235,20 @@ def broker_grpc_server(
         return connection_count() < config.max_connections
 
     return GrpcServer(config, methods, room)
+
+
+async def _linger(stream: trio.abc.Stream) -> None:
+    """Half-close and read what the peer still sends, briefly: closing with its bytes unread
+    would reset the connection, and the peer could lose the GOAWAY that says why."""
+    with trio.move_on_after(LINGER_S):
+        try:
+            if isinstance(stream, trio.SocketStream):
+                await stream.send_eof()
+            received = 0
+            while received < LINGER_BYTES and (data := await stream.receive_some(65536)):
+                received += len(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
 
 
 def _peer(stream: trio.SocketStream) -> str:
