@@ -8,6 +8,7 @@ import json
 import pathlib
 import socket
 import subprocess
+import sys
 
 import grpc
 import pytest
@@ -123,3 +124,42 @@ def test_default_grpc_port_taken_is_a_clear_startup_error(tmp_path: pathlib.Path
         code = daemon.finish(60)
     assert code == 1
     assert "grpc_listen" in daemon.text()
+
+
+LAZY_SCRIPT = """
+import pathlib, sys, tempfile, trio
+from tests.conftest import make_config, start_broker
+
+HEAVY = ("h2", "hpack", "google.protobuf")
+PREFACE = b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+async def main():
+    with tempfile.TemporaryDirectory() as store:
+        async with trio.open_nursery() as nursery:
+            config = make_config(pathlib.Path(store), grpc_listen="127.0.0.1:0")
+            broker = await start_broker(nursery, config)
+            before = [m for m in HEAVY if m in sys.modules]
+            stream = await trio.open_tcp_stream("127.0.0.1", broker.server.grpc_port)
+            await stream.send_all(PREFACE)
+            await stream.receive_some(100)  # the server's SETTINGS
+            after = [m for m in HEAVY if m in sys.modules]
+            print("MODULES", before, after)
+            await stream.aclose()
+            await broker.stop()
+
+trio.run(main)
+"""
+
+
+def test_h2_and_protobuf_are_imported_at_the_first_grpc_connection() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", LAZY_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("MODULES"))
+    assert line == "MODULES [] ['h2', 'hpack', 'google.protobuf']"
