@@ -28,12 +28,21 @@ import trio
 from hyperframe.frame import GoAwayFrame
 
 from broker.grpc.methods import CallContext, Method, MethodTable, StatusCode
-from broker.grpc.streams import CallStream, TransportClosedError, run_call
+from broker.grpc.streams import (
+    RESPONSE_HEADERS,
+    CallStream,
+    RefusedError,
+    TransportClosedError,
+    parse_request,
+    run_call,
+    trailers_of,
+)
 from protocol import grpc_wire
-from protocol.grpc_wire import MessageDecoder, WireError
+from protocol.grpc_wire import MessageDecoder
 
 if TYPE_CHECKING:
     from broker.grpc.server import GrpcSettings
+    from broker.read_budget import ReadBudget
 
 log = structlog.get_logger()
 
@@ -41,7 +50,6 @@ READ_SIZE: Final = 64 * 1024
 #: RST_STREAMs a peer may send per `RESET_WINDOW_S` before the connection is closed
 MAX_RESETS: Final = 1000
 RESET_WINDOW_S: Final = 10.0
-_GRPC_CONTENT_TYPES: Final = ("application/grpc", "application/grpc+proto")
 
 
 class ConnectionEndedError(TransportClosedError):
@@ -63,6 +71,7 @@ class GrpcConnection:
         methods: MethodTable,
         *,
         tls: bool,
+        budget: ReadBudget | None = None,
     ) -> None:
         self._socket = stream
         self.conn_id = conn_id
@@ -82,6 +91,10 @@ class GrpcConnection:
         self._idle = trio.Event()
         #: why the connection ended, when a call's write found it broken
         self._ended: ConnectionEndedError | None = None
+        #: the broker's bound on bytes held in partial messages, shared with the remoting port
+        self._budget = budget
+        self._over_budget = False
+        self._reading = trio.CancelScope()
 
     # -- the connection task ----------------------------------------------------------------
 
@@ -105,9 +118,15 @@ class GrpcConnection:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             try:
-                await self._read_loop()
+                with self._reading:
+                    await self._read_loop()
+                if self._over_budget:  # another connection's read found the budget exceeded
+                    raise ConnectionEndedError("read_budget")
             except ConnectionEndedError as exc:
                 self._ended = self._ended or exc
+            finally:
+                if self._budget is not None:
+                    self._budget.release(-self.conn_id)
             nursery.cancel_scope.cancel()
         if self._ended is not None:
             raise self._ended
@@ -135,6 +154,7 @@ class GrpcConnection:
             try:
                 for event in events:
                     self._on_event(event)
+                self._check_budget()
             except ConnectionEndedError:
                 await self._flush_quietly()  # the GOAWAY saying why
                 raise
@@ -162,6 +182,21 @@ class GrpcConnection:
             self._wake_senders(0)
         elif isinstance(event, h2.events.ConnectionTerminated):
             raise ConnectionEndedError("peer_goaway", f"error code {event.error_code}")
+
+    def _check_budget(self) -> None:
+        """Report the bytes held to the broker's read budget; past it, this connection may be
+        the one closed (`read_budget`)."""
+        if self._budget is None:
+            return
+        held = sum(call.buffered for call in self.streams.values())
+        self._budget.update(-self.conn_id, held, self._stop_for_budget)  # apart from remoting ids
+        if self._over_budget:
+            self.h2.close_connection(h2.errors.ErrorCodes.ENHANCE_YOUR_CALM)
+            raise ConnectionEndedError("read_budget", f"{held} bytes held")
+
+    def _stop_for_budget(self, reason: str) -> None:
+        self._over_budget = True
+        self._reading.cancel()
 
     def _on_reset(self, stream_id: int) -> None:
         now = trio.current_time()
@@ -197,46 +232,18 @@ class GrpcConnection:
             self.h2.reset_stream(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
             return
         headers = [(str(k), str(v)) for k, v in event.headers or ()]
-        pseudo = {k: v for k, v in headers if k.startswith(":")}
-        fields = {k.lower(): v for k, v in headers if not k.startswith(":")}
-        path = pseudo.get(":path", "")
-        if pseudo.get(":method") != "POST":
-            self._refuse(event, StatusCode.INTERNAL, "gRPC needs POST", http_status=405)
-            return
-        content_type = fields.get("content-type", "")
-        if content_type.split(";")[0].strip() not in _GRPC_CONTENT_TYPES:
-            message = f"content-type {content_type!r} is not application/grpc"
-            self._refuse(event, StatusCode.INTERNAL, message, http_status=415)
-            return
-        if fields.get("te") != "trailers":
-            self._refuse(event, StatusCode.INTERNAL, "gRPC needs the header te: trailers")
-            return
-        method = self.methods.get(path)
-        if method is None:
-            self._refuse(event, StatusCode.UNIMPLEMENTED, f"unknown method {path}")
-            return
         try:
-            deadline = self._deadline(fields.get("grpc-timeout"))
-            encoding = fields.get("grpc-encoding")
-            grpc_wire.check_encoding(encoding)
-            metadata = grpc_wire.metadata(headers)
-        except WireError as exc:
-            self._refuse(event, StatusCode(exc.status), exc.message)
+            request = parse_request(headers, self.methods)
+        except RefusedError as exc:
+            self._refuse(event, exc.status, exc.message, exc.http_status)
             return
-        except ValueError as exc:
-            self._refuse(event, StatusCode.INTERNAL, str(exc))
-            return
-        decoder = MessageDecoder(self.settings.max_message_size, encoding)
+        deadline = trio.current_time() + request.timeout_s
+        decoder = MessageDecoder(self.settings.max_message_size, request.encoding)
         call = self.streams[stream_id] = CallStream(stream_id, decoder, deadline)
-        context = CallContext(self.conn_id, self.peer, metadata, deadline, self.tls)
+        context = CallContext(self.conn_id, self.peer, request.metadata, deadline, self.tls)
         assert self._nursery is not None
         self.calls += 1
-        self._nursery.start_soon(self._run_call, call, method, context, path)
-
-    def _deadline(self, timeout: str | None) -> float:
-        if timeout is None:
-            return math.inf
-        return trio.current_time() + grpc_wire.parse_timeout(timeout)
+        self._nursery.start_soon(self._run_call, call, request.method, context, request.path)
 
     def _refuse(
         self,
@@ -249,7 +256,7 @@ class GrpcConnection:
         stream_id = event.stream_id
         log.info("grpc_call_refused", stream_id=stream_id, status=status.name, reason=message)
         try:
-            trailers = _trailers(status, message, http_status)
+            trailers = trailers_of(status, message, http_status)
             self.h2.send_headers(stream_id, trailers, end_stream=True)
             if not self._remote_closed(stream_id):
                 self.h2.reset_stream(stream_id, h2.errors.ErrorCodes.NO_ERROR)
@@ -300,7 +307,7 @@ class GrpcConnection:
     async def send_message(self, stream: CallStream, payload: bytes) -> None:
         if not stream.headers_sent:
             try:
-                self.h2.send_headers(stream.stream_id, _RESPONSE_HEADERS)
+                self.h2.send_headers(stream.stream_id, RESPONSE_HEADERS)
             except h2.exceptions.StreamClosedError:
                 stream.on_reset()
                 await trio.lowlevel.checkpoint()
@@ -332,7 +339,8 @@ class GrpcConnection:
     async def send_trailers(self, stream: CallStream, status: int, message: str) -> None:
         if stream.reset:
             return
-        trailers = _trailers(StatusCode(status), message, None if stream.headers_sent else 200)
+        http_status = None if stream.headers_sent else 200
+        trailers = trailers_of(StatusCode(status), message, http_status)
         try:
             self.h2.send_headers(stream.stream_id, trailers, end_stream=True)
             if not self._remote_closed(stream.stream_id):  # it stops counting as open
@@ -368,21 +376,3 @@ class GrpcConnection:
 
 #: h2 stream states in which the peer has sent END_STREAM
 _REMOTE_DONE: Final = frozenset({"HALF_CLOSED_REMOTE", "CLOSED"})
-_RESPONSE_HEADERS: Final = [
-    (":status", "200"),
-    ("content-type", "application/grpc"),
-    ("grpc-accept-encoding", grpc_wire.ACCEPT_ENCODING),
-]
-
-
-def _trailers(status: StatusCode, message: str, http_status: int | None) -> list[tuple[str, str]]:
-    """The trailers; with `http_status`, a trailers-only response (headers and trailers)."""
-    fields = [("grpc-status", str(int(status)))]
-    if message:
-        fields.append(("grpc-message", grpc_wire.encode_grpc_message(message)))
-    if http_status is None:
-        return fields
-    head = [(":status", str(http_status)), ("content-type", "application/grpc")]
-    if status is StatusCode.UNIMPLEMENTED:
-        head.append(("grpc-accept-encoding", grpc_wire.ACCEPT_ENCODING))
-    return head + fields

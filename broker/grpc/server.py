@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.context import BrokerContext
     from broker.grpc.connection import GrpcConnection
+    from broker.read_budget import ReadBudget
 
 log = structlog.get_logger()
 
@@ -40,7 +41,7 @@ _conn_ids = itertools.count(1)
 #: how connections end when nobody did anything wrong (logged at debug level)
 _ORDINARY_ENDS: Final = frozenset({"peer_closed", "goaway_done", "idle", "shutdown"})
 #: ends after which the peer's remaining bytes are read (at most LINGER_BYTES, LINGER_S)
-_LINGER_AFTER: Final = frozenset({"protocol_error", "reset_flood"})
+_LINGER_AFTER: Final = frozenset({"protocol_error", "reset_flood", "read_budget"})
 LINGER_S: Final = 1.0
 LINGER_BYTES: Final = 1 << 20
 
@@ -82,12 +83,14 @@ class GrpcServer:
         methods: Callable[[], MethodTable],
         room: Callable[[], bool] = lambda: True,
         settings: GrpcSettings | None = None,
+        budget: ReadBudget | None = None,
     ) -> None:
         self.config = config
         self.settings = settings or GrpcSettings.from_config(config)
         self._methods_factory = methods
         self._methods: MethodTable | None = None
         self._room = room
+        self._budget = budget
         self.connections: dict[int, GrpcConnection] = {}
         self.addresses: list[tuple[str, int]] = []
         self.refused_connections = 0
@@ -189,8 +192,9 @@ class GrpcServer:
             from broker.grpc.connection import ConnectionEndedError, GrpcConnection
 
             tls = isinstance(stream, trio.SSLStream)
+            methods = self._methods_table()
             connection = GrpcConnection(
-                stream, conn_id, peer, self.settings, self._methods_table(), tls=tls
+                stream, conn_id, peer, self.settings, methods, tls=tls, budget=self._budget
             )
             self.connections[conn_id] = connection
             reason, detail = "shutdown", ""
@@ -234,7 +238,7 @@ def broker_grpc_server(
     def room() -> bool:
         return connection_count() < config.max_connections
 
-    return GrpcServer(config, methods, room)
+    return GrpcServer(config, methods, room, budget=broker.read_budget)
 
 
 async def _linger(stream: trio.abc.Stream) -> None:

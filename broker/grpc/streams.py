@@ -15,7 +15,8 @@ import contextlib
 import math
 from collections import deque
 from collections.abc import AsyncGenerator
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Final, Protocol
 
 import structlog
 import trio
@@ -28,13 +29,89 @@ from broker.grpc.methods import (
     Kind,
     Message,
     Method,
+    MethodTable,
     ServerStreamHandler,
     StatusCode,
     UnaryHandler,
 )
+from protocol import grpc_wire
 from protocol.grpc_wire import MessageDecoder, WireError
 
 log = structlog.get_logger()
+
+
+_GRPC_CONTENT_TYPES: Final = ("application/grpc", "application/grpc+proto")
+RESPONSE_HEADERS: Final = [
+    (":status", "200"),
+    ("content-type", "application/grpc"),
+    ("grpc-accept-encoding", grpc_wire.ACCEPT_ENCODING),
+]
+
+
+class RefusedError(Exception):
+    """A request answered at once with a trailers-only response."""
+
+    def __init__(self, status: StatusCode, message: str, http_status: int = 200) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.http_status = http_status
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A request's headers, checked."""
+
+    path: str
+    method: Method
+    #: seconds from now the client gives the call (grpc-timeout), or inf
+    timeout_s: float
+    encoding: str | None
+    metadata: dict[str, str]
+
+
+def parse_request(headers: list[tuple[str, str]], methods: MethodTable) -> Request:
+    """The call a request's headers ask for; `RefusedError` for one that is not gRPC (HTTP
+    405/415, INTERNAL), an unknown method (UNIMPLEMENTED), an encoding not supported
+    (UNIMPLEMENTED) or bad gRPC headers (INTERNAL)."""
+    pseudo = {k: v for k, v in headers if k.startswith(":")}
+    fields = {k.lower(): v for k, v in headers if not k.startswith(":")}
+    path = pseudo.get(":path", "")
+    if pseudo.get(":method") != "POST":
+        raise RefusedError(StatusCode.INTERNAL, "gRPC needs POST", http_status=405)
+    content_type = fields.get("content-type", "")
+    if content_type.split(";")[0].strip() not in _GRPC_CONTENT_TYPES:
+        message = f"content-type {content_type!r} is not application/grpc"
+        raise RefusedError(StatusCode.INTERNAL, message, http_status=415)
+    if fields.get("te") != "trailers":
+        raise RefusedError(StatusCode.INTERNAL, "gRPC needs the header te: trailers")
+    method = methods.get(path)
+    if method is None:
+        raise RefusedError(StatusCode.UNIMPLEMENTED, f"unknown method {path}")
+    timeout = fields.get("grpc-timeout")
+    encoding = fields.get("grpc-encoding")
+    try:
+        timeout_s = math.inf if timeout is None else grpc_wire.parse_timeout(timeout)
+        grpc_wire.check_encoding(encoding)
+        metadata = grpc_wire.metadata(headers)
+    except WireError as exc:
+        raise RefusedError(StatusCode(exc.status), exc.message) from None
+    except ValueError as exc:
+        raise RefusedError(StatusCode.INTERNAL, str(exc)) from None
+    return Request(path, method, timeout_s, encoding, metadata)
+
+
+def trailers_of(status: StatusCode, message: str, http_status: int | None) -> list[tuple[str, str]]:
+    """The trailers; with `http_status`, a trailers-only response (headers and trailers)."""
+    fields = [("grpc-status", str(int(status)))]
+    if message:
+        fields.append(("grpc-message", grpc_wire.encode_grpc_message(message)))
+    if http_status is None:
+        return fields
+    head = [(":status", str(http_status)), ("content-type", "application/grpc")]
+    if status is StatusCode.UNIMPLEMENTED:
+        head.append(("grpc-accept-encoding", grpc_wire.ACCEPT_ENCODING))
+    return head + fields
 
 
 class TransportClosedError(Exception):
@@ -73,13 +150,21 @@ class CallStream:
         self._changed = trio.Event()
         #: flow-controlled bytes received and not yet handed back
         self._held = 0
+        self._queued_bytes = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of request messages held: whole ones not taken yet and a partial one."""
+        return self._queued_bytes + self.decoder.pending
 
     def on_data(self, data: bytes, flow_length: int) -> int:
         """DATA arrived; the bytes to hand back to flow control at once."""
         self._held += flow_length
         if self.error is None:
             try:
-                self._messages.extend(self.decoder.feed(data))
+                for message in self.decoder.feed(data):
+                    self._messages.append(message)
+                    self._queued_bytes += len(message)
             except WireError as exc:
                 self.error = exc
         self._wake()
@@ -111,6 +196,7 @@ class CallStream:
         while True:
             if self._messages:
                 payload = self._messages.popleft()
+                self._queued_bytes -= len(payload)
                 if not self._messages and self._held:
                     released, self._held = self._held, 0
                     await transport.acknowledge(self, released)

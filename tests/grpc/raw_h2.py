@@ -71,6 +71,12 @@ class RawClient:
         await client.flush()
         return client
 
+    async def settle(self) -> None:
+        """Read until the server's SETTINGS and window updates are in (the windows it grants)."""
+        with trio.fail_after(10):
+            while self.h2.outbound_flow_control_window <= 65_535:
+                await self.receive()
+
     async def flush(self) -> None:
         data = self.h2.data_to_send()
         if data:
@@ -84,8 +90,10 @@ class RawClient:
     ) -> int:
         stream_id: int = self.h2.get_next_available_stream_id()
         self.h2.send_headers(stream_id, headers, end_stream=end and not body)
-        if body:
-            self.h2.send_data(stream_id, body, end_stream=end)
+        size = self.h2.max_outbound_frame_size
+        for start in range(0, len(body), size):
+            last = start + size >= len(body)
+            self.h2.send_data(stream_id, body[start : start + size], end_stream=end and last)
         self.answers[stream_id] = Answer()
         await self.flush()
         return stream_id

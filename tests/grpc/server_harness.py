@@ -17,6 +17,7 @@ import trio
 from broker.config import BrokerConfig
 from broker.grpc.methods import CallContext, GrpcError, Kind, Method, MethodTable, StatusCode
 from broker.grpc.server import GrpcServer, GrpcSettings
+from broker.read_budget import ReadBudget
 from protocol.v2 import load
 
 SERVICE: Final = "/test.Echo/"
@@ -100,9 +101,11 @@ async def start_server(
     nursery: trio.Nursery,
     config: BrokerConfig | None = None,
     settings: GrpcSettings | None = None,
+    budget: ReadBudget | None = None,
 ) -> RunningServer:
     probe = Probe()
-    server = GrpcServer(config or BrokerConfig(), lambda: echo_methods(probe), settings=settings)
+    methods = lambda: echo_methods(probe)  # noqa: E731
+    server = GrpcServer(config or BrokerConfig(), methods, settings=settings, budget=budget)
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     done = trio.Event()
 

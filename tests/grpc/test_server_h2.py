@@ -15,6 +15,7 @@ import trio
 from structlog.testing import capture_logs
 
 from broker.grpc.server import GrpcSettings
+from broker.read_budget import ReadBudget
 from tests.grpc.raw_h2 import RawClient, frame, grpc_headers
 from tests.grpc.server_harness import SERVICE, RunningServer, resource_type, start_server
 
@@ -188,4 +189,24 @@ async def test_pings_are_answered(nursery: trio.Nursery) -> None:
     assert answer.status == "0"
     assert not client.closed
     await client.aclose()
+    await running.stop()
+
+
+async def test_partial_messages_past_the_read_budget_end_the_connection(
+    nursery: trio.Nursery,
+) -> None:
+    budget = ReadBudget(1 << 20)
+    running = await start_server(nursery, budget=budget)
+    client = await RawClient.open(running.port)
+    await client.settle()
+    with capture_logs() as logs:
+        # two streams announce 3 MiB messages and send 700 KiB of each: 1.4 MiB held
+        for _ in range(2):
+            partial = frame(b"p" * (3 << 20))[: 700 << 10]
+            await client.request(grpc_headers(), partial, end=False)
+        await client.until_closed()
+        assert (await _closed_soon(logs))[0] == "read_budget"
+        await _still_serves(running)
+    assert budget.total == 0
+    assert budget.stopped == 1
     await running.stop()
