@@ -304,7 +304,8 @@ class GrpcConnection:
         with contextlib.suppress(ConnectionEndedError):
             await self.flush()
 
-    async def send_message(self, stream: CallStream, payload: bytes) -> None:
+    async def send_message(self, stream: CallStream, payload: bytes, *, last: bool = False) -> None:
+        """Write one message; `last`: the trailers follow at once, and flush it with them."""
         if not stream.headers_sent:
             try:
                 self.h2.send_headers(stream.stream_id, RESPONSE_HEADERS)
@@ -334,7 +335,8 @@ class GrpcConnection:
                 await trio.lowlevel.checkpoint()
                 return
             data = data[window:]
-            await self.flush()
+            if data or not last:
+                await self.flush()
 
     async def send_trailers(self, stream: CallStream, status: int, message: str) -> None:
         if stream.reset:

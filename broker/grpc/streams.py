@@ -121,7 +121,9 @@ class TransportClosedError(Exception):
 class CallTransport(Protocol):
     """What a call needs of its connection."""
 
-    async def send_message(self, stream: CallStream, payload: bytes) -> None: ...
+    async def send_message(
+        self, stream: CallStream, payload: bytes, *, last: bool = False
+    ) -> None: ...
 
     async def send_trailers(self, stream: CallStream, status: int, message: str) -> None: ...
 
@@ -243,7 +245,8 @@ async def _dispatch(
     if method.kind is Kind.UNARY:
         request = await _single_request(stream, method, transport)
         unary: UnaryHandler = method.handler  # type: ignore[assignment]
-        await send(await unary(request, context))
+        response = await unary(request, context)
+        await transport.send_message(stream, response.SerializeToString(), last=True)
     elif method.kind is Kind.SERVER_STREAM:
         request = await _single_request(stream, method, transport)
         streaming: ServerStreamHandler = method.handler  # type: ignore[assignment]

@@ -4,6 +4,7 @@ deadlines, cancellation, large messages through flow control, and unknown method
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import grpc
@@ -183,3 +184,27 @@ async def test_shutdown_lets_a_call_in_flight_finish(nursery: trio.Nursery) -> N
         lambda: _call(running.target, "Unary", resource(name="x"), timeout=5)
     )
     assert late.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_keepalive_pings_are_tolerated(nursery: trio.Nursery) -> None:
+    running = await start_server(nursery)
+    resource = resource_type()
+    options = [
+        ("grpc.keepalive_time_ms", 100),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+    def calls() -> list[str]:
+        names = []
+        with grpc.insecure_channel(running.target, options=options) as channel:
+            echo = unary(channel, "Unary")
+            for i in range(3):
+                names.append(echo(resource(name=f"k{i}"), timeout=30).name)
+                time.sleep(0.5)  # idle between calls: the client pings
+        return names
+
+    assert await trio.to_thread.run_sync(calls) == ["k0", "k1", "k2"]
+    # one connection served the three calls: the pings did not end it
+    assert len({context.conn_id for context in running.probe.contexts}) == 1
+    await running.stop()
