@@ -164,6 +164,8 @@ class BrokerProcess:
             store_dir = pathlib.Path(tempfile.mkdtemp(prefix="rmq-broker-"))
         self.store_dir = store_dir
         self.port = 0
+        #: the RocketMQ 5 gRPC port, when the broker opens one (the `grpc_listen` setting)
+        self.grpc_port: int | None = None
         self._lines: collections.deque[str] = collections.deque(maxlen=MAX_LOG_LINES)
         self._line_count = 0
         self._changed = threading.Condition()
@@ -276,6 +278,7 @@ class BrokerProcess:
                 for line in self.logs_since(seen):
                     port = _listening_port(line)
                     if port is not None:
+                        self.grpc_port = _listening_port(line, "grpc_port")
                         return port
                 seen = self._line_count
                 if process.poll() is not None and not self._pump_alive():
@@ -359,7 +362,8 @@ class BrokerProcess:
         return f"<BrokerProcess {self.address} {state} store={self.store_dir}>"
 
 
-def _listening_port(line: str) -> int | None:
+def _listening_port(line: str, key: str = "port") -> int | None:
+    """`key` of a `listening` log line (the broker port; `grpc_port`: the gRPC one)."""
     if _READY_EVENT not in line:
         return None
     try:
@@ -368,7 +372,7 @@ def _listening_port(line: str) -> int | None:
         return None
     if not isinstance(record, dict) or record.get("event") != _READY_EVENT:
         return None
-    port = record.get("port")
+    port = record.get(key)
     return port if isinstance(port, int) else None
 
 

@@ -13,6 +13,7 @@ import sys
 import grpc
 import pytest
 
+from rmq_client import BrokerOptions, BrokerProcess
 from tests.daemon import Daemon
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -163,3 +164,16 @@ def test_h2_and_protobuf_are_imported_at_the_first_grpc_connection() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("MODULES"))
     assert line == "MODULES [] ['h2', 'hpack', 'google.protobuf']"
+
+
+def test_broker_process_reports_its_grpc_port(tmp_path: pathlib.Path) -> None:
+    options = BrokerOptions(config={"grpc_listen": "127.0.0.1:0"})
+    with BrokerProcess(options, store_dir=tmp_path / "on") as broker:
+        assert broker.grpc_port not in (None, 0, broker.port)
+        with grpc.insecure_channel(f"127.0.0.1:{broker.grpc_port}") as channel:
+            call = channel.unary_unary("/apache.rocketmq.v2.MessagingService/QueryRoute")
+            with pytest.raises(grpc.RpcError) as info:
+                call(b"", timeout=30)
+        assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    with BrokerProcess(store_dir=tmp_path / "off") as quiet:
+        assert quiet.grpc_port is None  # test brokers open no gRPC port unless asked
