@@ -181,7 +181,9 @@ class GrpcConnection:
         elif isinstance(event, h2.events.RemoteSettingsChanged):
             self._wake_senders(0)
         elif isinstance(event, h2.events.ConnectionTerminated):
-            raise ConnectionEndedError("peer_goaway", f"error code {event.error_code}")
+            # h2 sends nothing more after a GOAWAY: the calls in flight end with the connection
+            reason = "peer_goaway" if not event.error_code else "peer_goaway_error"
+            raise ConnectionEndedError(reason, f"error code {event.error_code}")
 
     def _check_budget(self) -> None:
         """Report the bytes held to the broker's read budget; past it, this connection may be
@@ -313,6 +315,8 @@ class GrpcConnection:
                 stream.on_reset()
                 await trio.lowlevel.checkpoint()
                 return
+            except h2.exceptions.ProtocolError as exc:
+                raise ConnectionEndedError("h2_state", str(exc)) from None
             stream.headers_sent = True
         data = memoryview(grpc_wire.encode_message(payload))
         while data:
@@ -334,6 +338,8 @@ class GrpcConnection:
                 stream.on_reset()  # reset in a read whose events are not handled yet
                 await trio.lowlevel.checkpoint()
                 return
+            except h2.exceptions.ProtocolError as exc:
+                raise ConnectionEndedError("h2_state", str(exc)) from None
             data = data[window:]
             if data or not last:
                 await self.flush()
@@ -349,6 +355,8 @@ class GrpcConnection:
                 self.h2.reset_stream(stream.stream_id, h2.errors.ErrorCodes.NO_ERROR)
         except h2.exceptions.StreamClosedError:
             return
+        except h2.exceptions.ProtocolError as exc:
+            raise ConnectionEndedError("h2_state", str(exc)) from None
         await self.flush()
 
     async def acknowledge(self, stream: CallStream, size: int) -> None:

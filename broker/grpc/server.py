@@ -39,7 +39,7 @@ ACCEPT_RETRY_S: Final = 0.1
 MESSAGE_HEADROOM: Final = 1 << 20
 _conn_ids = itertools.count(1)
 #: how connections end when nobody did anything wrong (logged at debug level)
-_ORDINARY_ENDS: Final = frozenset({"peer_closed", "goaway_done", "idle", "shutdown"})
+_ORDINARY_ENDS: Final = frozenset({"peer_closed", "peer_goaway", "goaway_done", "idle", "shutdown"})
 #: ends after which the peer's remaining bytes are read (at most LINGER_BYTES, LINGER_S)
 _LINGER_AFTER: Final = frozenset({"protocol_error", "reset_flood", "read_budget"})
 LINGER_S: Final = 1.0

@@ -210,3 +210,22 @@ async def test_partial_messages_past_the_read_budget_end_the_connection(
     assert budget.total == 0
     assert budget.stopped == 1
     await running.stop()
+
+
+async def test_the_client_goaway_ends_its_calls_cleanly(nursery: trio.Nursery) -> None:
+    running = await start_server(nursery)
+    client = await RawClient.open(running.port)
+    with capture_logs() as logs:
+        await client.request(grpc_headers(path=SERVICE + "Slow"), frame(_hello()))
+        with trio.fail_after(10):
+            await running.probe.slow_started.wait()
+        client.h2.close_connection()
+        await client.flush()
+        with trio.fail_after(10):  # this h2 takes no frame after its GOAWAY: raw bytes to EOF
+            while await client.stream.receive_some(65536):
+                pass
+        assert (await _closed_soon(logs))[0] == "peer_goaway"
+        await _still_serves(running)
+    assert running.probe.cancelled.is_set()
+    assert not [e for e in logs if e["event"] in {"grpc_connection_failed", "grpc_handler_failed"}]
+    await running.stop()
