@@ -14,7 +14,6 @@ the caller logs one event with the reason. Imported on the first gRPC connection
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import TYPE_CHECKING, Final
 
 import h2.config
@@ -95,6 +94,8 @@ class GrpcConnection:
         self._budget = budget
         self._over_budget = False
         self._reading = trio.CancelScope()
+        self._last_active = trio.current_time()
+        self._idle_out = False
 
     # -- the connection task ----------------------------------------------------------------
 
@@ -118,10 +119,14 @@ class GrpcConnection:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             try:
+                nursery.start_soon(self._watch_idle)
                 with self._reading:
                     await self._read_loop()
                 if self._over_budget:  # another connection's read found the budget exceeded
                     raise ConnectionEndedError("read_budget")
+                if self._idle_out:
+                    await self.goaway(h2.errors.ErrorCodes.NO_ERROR)
+                    raise ConnectionEndedError("idle")
             except ConnectionEndedError as exc:
                 self._ended = self._ended or exc
             finally:
@@ -131,17 +136,26 @@ class GrpcConnection:
         if self._ended is not None:
             raise self._ended
 
+    async def _watch_idle(self) -> None:
+        """End the reading once nothing was received and no call ran for `idle_timeout_s` (a
+        read is never cancelled for this otherwise: a cancelled TLS read breaks the stream)."""
+        idle_s = self.settings.idle_timeout_s
+        while True:
+            await trio.sleep_until(self._last_active + idle_s)
+            if self.streams:
+                self._last_active = trio.current_time()
+            elif trio.current_time() >= self._last_active + idle_s:
+                self._idle_out = True
+                self._reading.cancel()
+                return
+
     async def _read_loop(self) -> None:
         while True:
-            timeout = self.settings.idle_timeout_s if not self.streams else math.inf
-            with trio.move_on_after(timeout) as idle:
-                try:
-                    data = await self._socket.receive_some(READ_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    raise ConnectionEndedError("peer_reset", type(exc).__name__) from None
-            if idle.cancelled_caught:
-                await self.goaway(h2.errors.ErrorCodes.NO_ERROR)
-                raise ConnectionEndedError("idle")
+            try:
+                data = await self._socket.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise ConnectionEndedError("peer_reset", type(exc).__name__) from None
+            self._last_active = trio.current_time()
             if not data:
                 if self.goaway_at is not None:
                     return
@@ -281,6 +295,7 @@ class GrpcConnection:
             self._nursery.cancel_scope.cancel()
         finally:
             self.streams.pop(call.stream_id, None)
+            self._last_active = trio.current_time()
             if self.goaway_at is not None and not self.streams:
                 self._idle.set()
 

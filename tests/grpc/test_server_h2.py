@@ -229,3 +229,20 @@ async def test_the_client_goaway_ends_its_calls_cleanly(nursery: trio.Nursery) -
     assert running.probe.cancelled.is_set()
     assert not [e for e in logs if e["event"] in {"grpc_connection_failed", "grpc_handler_failed"}]
     await running.stop()
+
+
+async def test_idle_connections_close_but_long_calls_are_not_idle(nursery: trio.Nursery) -> None:
+    running = await start_server(nursery, settings=GrpcSettings(idle_timeout_s=0.3))
+    client = await RawClient.open(running.port)
+    with capture_logs() as logs:
+        # a call running longer than the idle timeout keeps the connection
+        headers = grpc_headers(path=SERVICE + "Slow", grpc_timeout="1200m")
+        answer = await client.answer(await client.request(headers, frame(_hello())))
+        assert answer.status == "4"
+        assert not client.closed
+        # then nothing: the server says goodbye
+        await client.until_closed()
+        assert (await _closed_soon(logs))[0] == "idle"
+    assert client.goaway is not None
+    assert client.goaway.error_code == h2.errors.ErrorCodes.NO_ERROR
+    await running.stop()
