@@ -30,8 +30,8 @@ from broker.grpc.methods import CallContext, Method, MethodTable, StatusCode
 from broker.grpc.streams import (
     RESPONSE_HEADERS,
     CallStream,
+    ConnectionEndedError,
     RefusedError,
-    TransportClosedError,
     parse_request,
     run_call,
     trailers_of,
@@ -49,15 +49,6 @@ READ_SIZE: Final = 64 * 1024
 #: RST_STREAMs a peer may send per `RESET_WINDOW_S` before the connection is closed
 MAX_RESETS: Final = 1000
 RESET_WINDOW_S: Final = 10.0
-
-
-class ConnectionEndedError(TransportClosedError):
-    """The connection cannot go on; `reason` is a snake_case word for the log."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 class GrpcConnection:

@@ -140,7 +140,7 @@ class GrpcServer:
 
     @staticmethod
     async def _goaway(connection: GrpcConnection) -> None:
-        from broker.grpc.connection import ConnectionEndedError
+        from broker.grpc.streams import ConnectionEndedError
 
         try:
             await connection.goaway()
@@ -189,7 +189,8 @@ class GrpcServer:
             except TlsHandshakeError:
                 await trio.aclose_forcefully(socket)
                 return
-            from broker.grpc.connection import ConnectionEndedError, GrpcConnection
+            from broker.grpc.connection import GrpcConnection
+            from broker.grpc.streams import ConnectionEndedError
 
             tls = isinstance(stream, trio.SSLStream)
             methods = self._methods_table()

@@ -118,6 +118,15 @@ class TransportClosedError(Exception):
     """The connection under a call is gone: the call ends without an answer."""
 
 
+class ConnectionEndedError(TransportClosedError):
+    """The connection cannot go on; `reason` is a snake_case word for the log."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
 class CallTransport(Protocol):
     """What a call needs of its connection."""
 
