@@ -1,6 +1,7 @@
 """Run by the official RocketMQ 5 client's interpreter (.venv-rmq5), never imported by tests:
-`python client_transport.py ENDPOINT TOPIC` calls QueryRoute through the client's generated
-stub, then starts a producer against ENDPOINT and sends one message; it prints one JSON line:
+`python client_transport.py ENDPOINT TOPIC [tls]` calls QueryRoute through the client's generated
+stub, then starts a producer against ENDPOINT and sends one message, over TLS with a third
+argument (trusting $GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, as the client does); it prints one JSON line:
 {"query_route": <gRPC status name>, "startup": ..., "send": "ok" | <the error's text>, ...}."""
 
 import json
@@ -12,8 +13,13 @@ from rocketmq import ClientConfiguration, Credentials, Message, Producer
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 
-def query_route(endpoint: str, topic: str) -> str:
-    with grpc.insecure_channel(endpoint) as channel:
+def query_route(endpoint: str, topic: str, tls: bool) -> str:
+    channel = (
+        grpc.secure_channel(endpoint, grpc.ssl_channel_credentials())
+        if tls
+        else grpc.insecure_channel(endpoint)
+    )
+    with channel:
         stub = service_pb2_grpc.MessagingServiceStub(channel)
         request = service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name=topic))
         try:
@@ -25,9 +31,10 @@ def query_route(endpoint: str, topic: str) -> str:
 
 def main() -> None:
     endpoint, topic = sys.argv[1], sys.argv[2]
+    tls = sys.argv[3:] == ["tls"]
     config = ClientConfiguration(endpoint, Credentials(), request_timeout=5)
-    producer = Producer(config, (topic,))
-    result: dict[str, object] = {"query_route": query_route(endpoint, topic)}
+    producer = Producer(config, (topic,), tls_enable=tls)
+    result: dict[str, object] = {"query_route": query_route(endpoint, topic, tls)}
     started = time.monotonic()
     try:
         producer.startup()

@@ -21,16 +21,20 @@ CLIENT_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
 CLIENT_SCRIPT = pathlib.Path(__file__).with_name("client_transport.py")
 
 
-def _official_client(endpoint: str, topic: str) -> dict[str, object]:
+def official_client(endpoint: str, topic: str, ca: str | None = None) -> dict[str, object]:
+    """What the official client's script saw; over TLS trusting `ca` when it is given."""
     if not CLIENT_PYTHON.exists():
         pytest.fail("the RocketMQ 5 client is not installed: bash tests/grpc/install-client.sh")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(ROOT / ".venv-rmq5")}
+    if ca is not None:
+        env["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = ca
     done = subprocess.run(
-        [str(CLIENT_PYTHON), str(CLIENT_SCRIPT), endpoint, topic],
+        [str(CLIENT_PYTHON), str(CLIENT_SCRIPT), endpoint, topic, *(["tls"] if ca else [])],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(ROOT / ".venv-rmq5")},
+        env=env,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -46,7 +50,7 @@ def test_official_client_gets_unimplemented_from_a_service_without_methods(
         listening = daemon.event("listening")
         grpc_port = int(str(listening["grpc_port"]))
         assert grpc_port not in (0, daemon.port)
-        result = _official_client(f"127.0.0.1:{grpc_port}", "TopicT")
+        result = official_client(f"127.0.0.1:{grpc_port}", "TopicT")
         assert result["query_route"] == "UNIMPLEMENTED"
         assert result["startup"] == "ok"
         assert "route" in str(result["send"])  # the send fails: no route without the service

@@ -13,8 +13,10 @@ import trio
 
 from tests.broker.test_tls import Certs, _make_ca, _make_leaf
 from tests.conftest import make_config, start_broker
+from tests.daemon import Daemon
 from tests.grpc.raw_h2 import RawClient, frame, grpc_headers
 from tests.grpc.server_harness import resource_type, start_server, unary
+from tests.grpc.test_server_broker import official_client
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +143,22 @@ async def test_grpc_connections_count_against_max_connections(
         await client.aclose()
     await remoting.aclose()
     await broker.stop()
+
+
+def test_official_client_over_tls(tmp_path: pathlib.Path, certs: Certs) -> None:
+    env = {
+        "RMQ_GRPC_LISTEN": "127.0.0.1:0",
+        "RMQ_TLS_MODE": "enforcing",
+        "RMQ_TLS_SERVER_CERT": certs.server + ".pem",
+        "RMQ_TLS_SERVER_KEY": certs.server + ".key",
+    }
+    daemon = Daemon(tmp_path / "store", env=env)
+    try:
+        grpc_port = int(str(daemon.event("listening")["grpc_port"]))
+        ca = str(certs.dir / "ca" / "ca.pem")
+        result = official_client(f"127.0.0.1:{grpc_port}", "TopicT", ca=ca)
+        assert result["query_route"] == "UNIMPLEMENTED"  # through TLS: the framing got there
+        assert "route" in str(result["send"])
+        assert daemon.count("tls_refused") == 0
+    finally:
+        assert daemon.stop() == 0
