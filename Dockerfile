@@ -52,6 +52,7 @@ ENV PATH=/opt/rmq-broker/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     RMQ_LISTEN=0.0.0.0:10911 \
     RMQ_METRICS_LISTEN=0.0.0.0:5557 \
+    RMQ_GRPC_LISTEN=0.0.0.0:8081 \
     RMQ_STORE_PATH_ROOT_DIR=/var/lib/rmq-broker
 # A fixed uid/gid so volumes and Kubernetes' fsGroup can name it.
 RUN groupadd --system --gid 10001 rmq \
@@ -85,7 +86,7 @@ USER 10001:10001
 VOLUME ["/var/lib/rmq-broker"]
 # 10911: remoting (producers, and name-server requests answered by the broker itself);
 # 5557: Prometheus /metrics.
-EXPOSE 10911 5557
+EXPOSE 10911 5557 8081
 # Through sh: the probed port follows RMQ_LISTEN, so -e RMQ_LISTEN=0.0.0.0:11911 keeps it right.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["/bin/sh", "-c", "exec rmq-broker health --timeout 4 --addr \"127.0.0.1:${RMQ_LISTEN##*:}\""]

@@ -37,7 +37,16 @@ from rmq_client.admin import open_admin
 from rmq_client.producer import Message, SendStatus, open_producer
 
 BODY = b"h" * 1024
-SERVE = [sys.executable, "-m", "broker", "serve", "--listen", "127.0.0.1:0"]
+SERVE = [
+    sys.executable,
+    "-m",
+    "broker",
+    "serve",
+    "--listen",
+    "127.0.0.1:0",
+    "--grpc-listen",
+    "none",
+]
 #: segments large enough that the catch-up data sits in the first one (a slave that starts
 #: empty copies from the start of the master's last segment)
 SEGMENT = str(512 << 20)

@@ -107,6 +107,11 @@ def main() -> None:
 @click.option("--namesrv-listen", default=None, help="Extra HOST:PORT answering name-server calls.")
 @click.option("--metrics-listen", default=None, help="HOST:PORT of the Prometheus /metrics page.")
 @click.option(
+    "--grpc-listen",
+    default=None,
+    help="HOST:PORT of the RocketMQ 5 gRPC endpoint (default 127.0.0.1:8081; none: off).",
+)
+@click.option(
     "-n", "--namesrv-addr", default=None, help="Name servers to register with, HOST:PORT;..."
 )
 @click.option("--broker-name", default=None, help="The broker group's name (default broker-a).")
@@ -117,6 +122,7 @@ def serve(  # noqa: PLR0917 (click passes every option)
     config_file: str | None,
     namesrv_listen: str | None,
     metrics_listen: str | None,
+    grpc_listen: str | None,
     namesrv_addr: str | None,
     broker_name: str | None,
 ) -> None:
@@ -129,6 +135,7 @@ def serve(  # noqa: PLR0917 (click passes every option)
         "flush_disk_type": flush_disk_type,
         "namesrv_listen": namesrv_listen,
         "metrics_listen": metrics_listen,
+        "grpc_listen": grpc_listen,
     }
     try:
         config = load_config(config_file, flags)

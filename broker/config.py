@@ -4,7 +4,7 @@ Built once, in this order, each layer overriding the one before: embedded defaul
 < `RMQ_`-prefixed environment variables < command-line flags. Keys are RocketMQ's configuration
 names in snake_case (`broker_name`, `mapped_file_size_commit_log`, ...), all in one flat
 namespace: a key that names a `MessageStoreConfig` field goes to the store, any other must be a
-`BrokerConfig` field. `listen`, `namesrv_listen` and `metrics_listen` take `HOST:PORT`.
+`BrokerConfig` field. `listen` and the other `*_listen` keys take `HOST:PORT`.
 
 This is the only module that reads `os.environ`. A bad value raises `ConfigError` naming the key;
 the CLI prints it on one line and exits without a traceback.
@@ -42,7 +42,7 @@ NOT_CONFIG_ENV: Final = frozenset(
         "RMQ_CONTAINER_KEEP",
     }
 )
-#: how `namesrv_listen` and `metrics_listen` are switched off
+#: how `namesrv_listen`, `metrics_listen` and `grpc_listen` are switched off
 _OFF: Final = frozenset({"", "none"})
 
 
@@ -105,6 +105,10 @@ class BrokerConfig:
     listen: HostPort = HostPort("0.0.0.0", 10911)
     namesrv_listen: HostPort | None = None
     metrics_listen: HostPort | None = None
+    # the RocketMQ 5 gRPC endpoint (5.x proxy's port), calls per connection, header block bytes
+    grpc_listen: HostPort | None = HostPort("127.0.0.1", 8081)
+    grpc_max_concurrent_streams: int = 100
+    grpc_max_header_list_size: int = 16 * 1024
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     #: auto-creation stops once the topic (group) table holds this many; existing ones serve on
@@ -179,6 +183,8 @@ class BrokerConfig:
             "transaction_check_interval",
             "max_inflight_per_connection",
             "max_connections",
+            "grpc_max_concurrent_streams",
+            "grpc_max_header_list_size",
             "idle_timeout_s",
             "write_timeout_s",
             "max_frame_length",
@@ -288,13 +294,8 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 _BROKER_FIELDS: Final = {f.name for f in dataclasses.fields(BrokerConfig)} - {"store"}
 _STORE_FIELDS: Final = {f.name for f in dataclasses.fields(MessageStoreConfig)}
 _HOST_PORT_KEYS: Final = frozenset(
-    {
-        "listen",
-        "namesrv_listen",
-        "metrics_listen",
-        "ha_master_address",
-        "ha_master_broker_address",
-    }
+    {"listen", "namesrv_listen", "metrics_listen", "grpc_listen"}
+    | {"ha_master_address", "ha_master_broker_address"}
 )
 
 

@@ -26,6 +26,7 @@ from broker.connection import Connection, peer_address
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.context import BrokerContext
 from broker.dispatcher import Dispatcher
+from broker.grpc.server import GrpcServer, broker_grpc_server
 from broker.ha.service import HAService
 from broker.metrics import BrokerMetrics
 from broker.pop.revive import Reviver
@@ -66,6 +67,8 @@ class BrokerServer:
         self.http_port: int | None = None
         #: the registration with `namesrv_addr`'s name servers, when it is set
         self.registration: Registration | None = None
+        #: the RocketMQ 5 gRPC endpoint, when `grpc_listen` is set
+        self.grpc: GrpcServer | None = None
         self._refusing = False
         self._shutdown = trio.Event()
         self._all_closed = trio.Event()
@@ -74,6 +77,14 @@ class BrokerServer:
     @property
     def port(self) -> int:
         return self.addresses[0][1]
+
+    @property
+    def grpc_port(self) -> int | None:
+        return self.grpc.port if self.grpc is not None else None
+
+    def connection_count(self) -> int:
+        """Remoting and gRPC connections: they share `max_connections`."""
+        return len(self.connections) + (len(self.grpc.connections) if self.grpc else 0)
 
     def shutdown(self) -> None:
         """Begin a graceful shutdown; `serve` returns once it is complete. Idempotent."""
@@ -126,7 +137,7 @@ class BrokerServer:
             nursery.start_soon(handler, stream)
 
     async def _handle(self, stream: trio.SocketStream, dispatcher: Dispatcher) -> None:
-        if len(self.connections) >= self.broker.config.max_connections:
+        if self.connection_count() >= self.broker.config.max_connections:
             await self._refuse(stream)
             return
         if self._refusing:
@@ -248,6 +259,11 @@ async def serve(
         if config.namesrv_listen is not None
         else []
     )
+    grpc_listeners = (
+        await _open_listeners("grpc_listen", config.grpc_listen)
+        if config.grpc_listen is not None
+        else []
+    )
     addresses = _bound(listeners)
     store_host = (config.store_host_ip, addresses[0][1])
     root = Path(config.store.store_path_root_dir)
@@ -309,7 +325,9 @@ async def serve(
                     on_master=broker.ha.update_master_addresses,
                 )
                 await background.start(server.registration.run)
-            await _run(server, listeners, namesrv_listeners, task_status)
+            if grpc_listeners:
+                server.grpc = broker_grpc_server(broker, server.connection_count, grpc_listeners)
+            await _run(server, listeners, namesrv_listeners, grpc_listeners, task_status)
             background.cancel_scope.cancel()  # the offsets are written once more on the way out
     log.info("shutdown_complete")
 
@@ -352,10 +370,13 @@ async def _run(
     server: BrokerServer,
     listeners: list[trio.SocketListener],
     namesrv_listeners: list[trio.SocketListener],
+    grpc_listeners: list[trio.SocketListener],
     task_status: trio.TaskStatus[BrokerServer],
 ) -> None:
     config = server.broker.config
     async with trio.open_nursery() as connections:
+        if server.grpc is not None:
+            await connections.start(server.grpc.run, grpc_listeners)
         async with trio.open_nursery() as accepting:
             accepting.start_soon(
                 server.serve_listeners, listeners, broker_processors(), connections
@@ -364,8 +385,9 @@ async def _run(
                 accepting.start_soon(
                     server.serve_listeners, namesrv_listeners, namesrv_processors(), connections
                 )
+            grpc = {"grpc_port": server.grpc_port} if server.grpc is not None else {}
             for host, port in server.addresses + server.namesrv_addresses:
-                log.info("listening", host=host, port=port)
+                log.info("listening", host=host, port=port, **grpc)
             task_status.started(server)
             await server.wait_shutdown()
             log.info("shutdown", connections=len(server.connections))
@@ -373,6 +395,8 @@ async def _run(
                 # out of the routes first, so that clients stop choosing this broker
                 await server.registration.unregister_all()
             accepting.cancel_scope.cancel()
+            if server.grpc is not None:
+                server.grpc.shutdown(config.shutdown_timeout_s)
         for listener in listeners + namesrv_listeners:
             await listener.aclose()
         if not await server.drain(config.shutdown_timeout_s):

@@ -14,6 +14,7 @@ once per set of settings and rebuilt when a certificate or key file changes on d
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 import ssl
@@ -70,6 +71,8 @@ class TlsServerSettings:
     client_auth: TlsClientAuth = TlsClientAuth.NONE
     key_password: str | None = field(default=None, repr=False)
     handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S
+    #: protocols offered by ALPN ("h2" on the gRPC port); none on the remoting port
+    alpn: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> TlsServerSettings:
@@ -95,6 +98,8 @@ def server_ssl_context(settings: TlsServerSettings) -> ssl.SSLContext:
         context.load_verify_locations(cafile=settings.ca)
     elif settings.client_auth is not TlsClientAuth.NONE:
         raise ValueError("checking client certificates needs tls_server_ca")
+    if settings.alpn:
+        context.set_alpn_protocols(list(settings.alpn))
     return context
 
 
@@ -208,8 +213,9 @@ def _files_version(settings: TlsServerSettings) -> tuple[tuple[int, int], ...]:
 _SHARED: dict[TlsServerSettings, TlsAcceptor] = {}
 
 
-def shared_acceptor(config: BrokerConfig) -> TlsAcceptor | None:
-    """The acceptor for the configuration's TLS settings; None when TLS is disabled.
+def shared_acceptor(config: BrokerConfig, alpn: tuple[str, ...] = ()) -> TlsAcceptor | None:
+    """The acceptor for the configuration's TLS settings (offering `alpn`); None when TLS is
+    disabled.
 
     Built on first use and again when a certificate, key or CA file changed (rotation without a
     restart; if the new files do not load, the old context stays and the failure is logged).
@@ -218,6 +224,8 @@ def shared_acceptor(config: BrokerConfig) -> TlsAcceptor | None:
     if config.tls_mode is TlsMode.DISABLED:
         return None
     settings = TlsServerSettings.from_config(config)
+    if alpn:
+        settings = dataclasses.replace(settings, alpn=alpn)
     acceptor = _SHARED.get(settings)
     if acceptor is None:
         acceptor = _SHARED[settings] = TlsAcceptor(settings)
@@ -231,14 +239,17 @@ def shared_acceptor(config: BrokerConfig) -> TlsAcceptor | None:
     return acceptor
 
 
-async def start_tls(stream: trio.abc.Stream, config: BrokerConfig) -> trio.abc.Stream:
-    """The connection's side of TLS: `stream` as `tls_mode` wants it, or `TlsHandshakeError`.
+async def start_tls(
+    stream: trio.abc.Stream, config: BrokerConfig, alpn: tuple[str, ...] = ()
+) -> trio.abc.Stream:
+    """The connection's side of TLS: `stream` as `tls_mode` wants it, or `TlsHandshakeError`;
+    `alpn` names the protocols the handshake offers.
 
     Logs why a peer was turned away (`tls_refused`) or why TLS could not start at all
     (`tls_unavailable`: unusable certificate files).
     """
     try:
-        acceptor = shared_acceptor(config)
+        acceptor = shared_acceptor(config, alpn)
     except (ssl.SSLError, OSError, ValueError) as exc:
         log.error("tls_unavailable", cert=config.tls_server_cert, error=str(exc))
         raise TlsHandshakeError("tls_unavailable") from None

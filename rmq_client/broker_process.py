@@ -46,12 +46,14 @@ __all__ = [
 ]
 
 #: settings of a test broker unless its options say otherwise: 64 MiB commit-log segments and a
-#: small message index (the defaults take 1 GiB and 20 MB of disk as soon as a store is created)
+#: small message index (the defaults take 1 GiB and 20 MB of disk as soon as a store is created);
+#: no gRPC port, whose default (8081) two brokers would compete for
 TEST_DEFAULTS: Final[Mapping[str, str]] = {
     "mapped_file_size_commit_log": str(64 << 20),
     "max_hash_slot_num": "5000",
     "max_index_num": "20000",
     "log_level": "info",
+    "grpc_listen": "none",
 }
 #: how many log lines a broker keeps (the oldest go first)
 MAX_LOG_LINES: Final = 20_000
@@ -162,6 +164,8 @@ class BrokerProcess:
             store_dir = pathlib.Path(tempfile.mkdtemp(prefix="rmq-broker-"))
         self.store_dir = store_dir
         self.port = 0
+        #: the RocketMQ 5 gRPC port, when the broker opens one (the `grpc_listen` setting)
+        self.grpc_port: int | None = None
         self._lines: collections.deque[str] = collections.deque(maxlen=MAX_LOG_LINES)
         self._line_count = 0
         self._changed = threading.Condition()
@@ -274,6 +278,7 @@ class BrokerProcess:
                 for line in self.logs_since(seen):
                     port = _listening_port(line)
                     if port is not None:
+                        self.grpc_port = _listening_port(line, "grpc_port")
                         return port
                 seen = self._line_count
                 if process.poll() is not None and not self._pump_alive():
@@ -357,7 +362,8 @@ class BrokerProcess:
         return f"<BrokerProcess {self.address} {state} store={self.store_dir}>"
 
 
-def _listening_port(line: str) -> int | None:
+def _listening_port(line: str, key: str = "port") -> int | None:
+    """`key` of a `listening` log line (the broker port; `grpc_port`: the gRPC one)."""
     if _READY_EVENT not in line:
         return None
     try:
@@ -366,7 +372,7 @@ def _listening_port(line: str) -> int | None:
         return None
     if not isinstance(record, dict) or record.get("event") != _READY_EVENT:
         return None
-    port = record.get("port")
+    port = record.get(key)
     return port if isinstance(port, int) else None
 
 

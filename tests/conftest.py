@@ -15,6 +15,7 @@ renames a marked test in a way pytest 9 ignores, so its marks group nothing.
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
@@ -30,6 +31,11 @@ from rmq_client.producer import Producer, open_producer
 
 #: tests/plugin runs pytest on sample projects in temporary directories
 pytest_plugins = ["pytester"]
+
+# The brokers tests start (in this process or as `rmq-broker serve` subprocesses inheriting the
+# environment) open no gRPC port unless a test asks for one: the default, 127.0.0.1:8081, would
+# be taken by two brokers running at once.
+os.environ.setdefault("RMQ_GRPC_LISTEN", "none")
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +119,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def make_config(store_dir: pathlib.Path, **overrides: object) -> BrokerConfig:
     """A broker on 127.0.0.1, port 0, ASYNC_FLUSH, 1 MiB segments and a small message index,
-    under `store_dir`."""
+    under `store_dir`, without a gRPC port (`grpc_listen="127.0.0.1:0"` opens one)."""
     raw: dict[str, object] = {
         "listen": "127.0.0.1:0",
         "store_path_root_dir": str(store_dir),
@@ -122,6 +128,7 @@ def make_config(store_dir: pathlib.Path, **overrides: object) -> BrokerConfig:
         # A small message index: the default one takes 20 MB of disk per store.
         "max_hash_slot_num": 5_000,
         "max_index_num": 20_000,
+        "grpc_listen": "none",
     }
     raw.update(overrides)
     return build_config(raw)

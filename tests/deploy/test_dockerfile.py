@@ -16,6 +16,7 @@ from tests.deploy.conftest import ROOT, venv_tool
 DOCKERFILE = ROOT / "Dockerfile"
 BROKER_PORT = 10911
 METRICS_PORT = 5557
+GRPC_PORT = 8081
 STORE_DIR = "/var/lib/rmq-broker"
 
 
@@ -123,7 +124,7 @@ def test_broker_declares_store_volume_ports_and_healthcheck(
 ) -> None:
     assert in_stage(instructions, "broker", "VOLUME") == [json.dumps([STORE_DIR])]
     (expose,) = in_stage(instructions, "broker", "EXPOSE")
-    assert {int(port) for port in expose.split()} == {BROKER_PORT, METRICS_PORT}
+    assert {int(port) for port in expose.split()} == {BROKER_PORT, METRICS_PORT, GRPC_PORT}
     (health,) = in_stage(instructions, "broker", "HEALTHCHECK")
     # The probed port follows RMQ_LISTEN, so moving the broker with -e keeps the check right.
     command = json.loads(health.partition(" CMD ")[2])
@@ -141,6 +142,8 @@ def test_configuration_defaults_point_at_the_volume_and_ports(
     assert f"RMQ_STORE_PATH_ROOT_DIR={STORE_DIR}" in env
     assert f"RMQ_LISTEN=0.0.0.0:{BROKER_PORT}" in env
     assert f"RMQ_METRICS_LISTEN=0.0.0.0:{METRICS_PORT}" in env
+    # the RocketMQ 5 clients' port, on every interface of the container
+    assert f"RMQ_GRPC_LISTEN=0.0.0.0:{GRPC_PORT}" in env
 
 
 def test_spark_target_has_a_debian_jre_and_the_spark_extra(

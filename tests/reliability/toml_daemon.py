@@ -33,6 +33,7 @@ def write_config(path: pathlib.Path, store_dir: pathlib.Path, **extra: object) -
         "check_crc_on_recover = true",
         "max_hash_slot_num = 5000",  # a small message index: the default takes 20 MB
         "max_index_num = 20000",
+        'grpc_listen = "none"',  # the default port would be shared by brokers running at once
         *(f"{key} = {json.dumps(value)}" for key, value in extra.items()),
     ]
     path.write_text("\n".join(lines) + "\n")
