@@ -27,7 +27,7 @@ import structlog
 
 from broker.context import BrokerContext
 from broker.grpc.methods import CallContext, Message
-from broker.grpc.route import TEMPLATE_TOPIC
+from broker.grpc.route import TEMPLATE_TOPIC, find_or_create
 from broker.grpc.status import from_remoting, ok, status
 from broker.grpc.transaction_ids import transaction_id
 from broker.processors import RequestContext
@@ -230,6 +230,13 @@ class SendService:
             return service.SendMessageResponse(
                 status=status("MESSAGE_CORRUPTED", "the messages name different topics")
             )
+        try:
+            names.check_topic_name("topic", topic.name)
+        except HeaderFieldError:
+            pass  # each entry is refused ILLEGAL_TOPIC
+        else:
+            # created here if it may be, so the first messages get their queue as the rest
+            await find_or_create(self.broker, topic.name)
         host, _, port = context.peer.rpartition(":")
         ctx = RequestContext(
             self.broker, -context.conn_id, (host.strip("[]"), int(port) if port.isdigit() else 0)
