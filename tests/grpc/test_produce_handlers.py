@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import trio
 
-from broker.grpc.methods import CallContext
+from broker.grpc.methods import CallContext, path
 from broker.grpc.send import _delay_level
-from broker.grpc.service import methods, path
+from broker.grpc.service import methods
 from broker.grpc.sessions import CLIENT_ID_KEY
 from protocol.properties import decode_properties
 from protocol.v2 import load
