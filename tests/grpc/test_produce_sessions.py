@@ -76,7 +76,7 @@ async def test_telemetry_answers_settings_and_tracks_the_producer(
     assert [c.client_id for c in channels] == ["client-1"]
     await stream.to_server.aclose()  # the client half-closes: the session ends
     with trio.fail_after(10):
-        while producers.channels("GrpcSettings"):
+        while producers.channels("GrpcSettings"):  # noqa: ASYNC110 - the table has no event
             await trio.sleep(0.01)
 
 
@@ -155,7 +155,7 @@ async def test_the_check_of_an_open_half_goes_down_telemetry(
     assert transactions is not None
     future = int(time.time() * 1000) + 3_600_000
     with trio.fail_after(20):
-        while not await transactions.scan(check=True, now_ms=future):
+        while not await transactions.scan(check=True, now_ms=future):  # noqa: ASYNC110
             await trio.sleep(0.05)  # until the half is dispatched
     command = await stream.wait_for(lambda a: a.HasField("recover_orphaned_transaction_command"))
     recover = command.recover_orphaned_transaction_command
