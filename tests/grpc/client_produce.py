@@ -49,7 +49,29 @@ def attempt(result: dict[str, object], name: str, call) -> object:  # type: igno
         return None
 
 
+def signed_send(endpoint: str, topic: str, ak: str, sk: str) -> None:
+    """`python client_produce.py ENDPOINT TOPIC --signed AK SK`: one send with those
+    credentials; prints {"send": {"ok": id} | {"error": text}}."""
+    config = ClientConfiguration(endpoint, Credentials(ak, sk), request_timeout=5)
+    producer = Producer(config, (topic,))
+    result: dict[str, object] = {}
+    try:
+        producer.startup()
+        attempt(result, "send", lambda: producer.send(message(topic, b"signed")))
+    except Exception as exc:
+        result["send"] = {"error": f"startup: {type(exc).__name__}: {exc}"}
+    finally:
+        try:
+            producer.shutdown()
+        except Exception:
+            pass
+    print(json.dumps(result), flush=True)
+
+
 def main() -> None:
+    if sys.argv[3] == "--signed":
+        signed_send(sys.argv[1], sys.argv[2], sys.argv[4], sys.argv[5])
+        return
     endpoint, topic, tx_topic = sys.argv[1], sys.argv[2], sys.argv[3]
     config = ClientConfiguration(endpoint, Credentials(), request_timeout=5)
     result: dict[str, object] = {}

@@ -23,11 +23,11 @@ CLIENT_SCRIPT = pathlib.Path(__file__).with_name("client_produce.py")
 TOPIC, TX_TOPIC = "GrpcProduce", "GrpcProduceTx"
 
 
-def _run_client(endpoint: str) -> dict[str, object]:
+def _run_client(endpoint: str, *args: str) -> dict[str, object]:
     if not CLIENT_PYTHON.exists():
         pytest.fail("the RocketMQ 5 client is not installed: bash tests/grpc/install-client.sh")
     done = subprocess.run(
-        [str(CLIENT_PYTHON), str(CLIENT_SCRIPT), endpoint, TOPIC, TX_TOPIC],
+        [str(CLIENT_PYTHON), str(CLIENT_SCRIPT), endpoint, TOPIC, *(args or (TX_TOPIC,))],
         capture_output=True,
         text=True,
         timeout=180,
@@ -92,5 +92,34 @@ def test_official_producer_sends_read_back_by_a_4x_consumer(tmp_path: pathlib.Pa
 
         tx = trio.run(_pull_all, daemon.port, TX_TOPIC, 2)
         assert sorted(r.body or b"" for r in tx) == [b"commit", b"unknown"]
+    finally:
+        assert daemon.stop() == 0
+
+
+ACL = """
+accounts:
+  - accessKey: grpc-writer
+    secretKey: grpc-secret
+    defaultTopicPerm: PUB
+"""
+
+
+def test_official_producer_signs_its_calls(tmp_path: pathlib.Path) -> None:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL)
+    daemon = Daemon(
+        tmp_path / "store",
+        env={"RMQ_GRPC_LISTEN": "127.0.0.1:0", "RMQ_ACL_ENABLE": "true", "RMQ_ACL_FILE": str(acl)},
+    )
+    try:
+        endpoint = f"127.0.0.1:{daemon.event('listening')['grpc_port']}"
+        good = _run_client(endpoint, "--signed", "grpc-writer", "grpc-secret")
+        assert "ok" in good["send"], good  # type: ignore[operator]
+        bad = _run_client(endpoint, "--signed", "grpc-writer", "not-the-secret")
+        assert "error" in bad["send"], bad  # type: ignore[operator]
+        daemon.drain()
+        denied = [e for e in daemon.events if e.get("event") == "grpc_acl_denied"]
+        assert denied
+        assert all(e["reason"] == "bad_signature" for e in denied)
     finally:
         assert daemon.stop() == 0
