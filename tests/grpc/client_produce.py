@@ -5,6 +5,7 @@ message to deliver 3 s later, and on TX_TOPIC a committed, a rolled-back and an 
 transaction (its checker commits it when the broker asks). Prints one JSON line: what each send
 answered ({"ok": message id} or {"error": text}) and the message ids the checker was asked."""
 
+import contextlib
 import json
 import sys
 import threading
@@ -61,10 +62,8 @@ def signed_send(endpoint: str, topic: str, ak: str, sk: str) -> None:
     except Exception as exc:
         result["send"] = {"error": f"startup: {type(exc).__name__}: {exc}"}
     finally:
-        try:
+        with contextlib.suppress(Exception):
             producer.shutdown()
-        except Exception:
-            pass
     print(json.dumps(result), flush=True)
 
 
