@@ -10,10 +10,12 @@ its checks, auto-creation, rewrites and store answer are the remoting path's.
 The queue: the message group's hash over the writable queues (so a group's messages keep their
 order), else a round robin per topic.
 
-Delivery timestamps: 4.9 has delay levels, not 5.x's timer. A message whose timestamp lies in
-the future gets the smallest level not earlier than it (so it is delivered at or after its
-time, durably, as any delayed message is); one beyond the largest level is refused with
-ILLEGAL_DELIVERY_TIME. Delivery at the exact timestamp is not offered.
+Delivery timestamps: 4.9 has delay levels, not 5.x's timer. A message whose timestamp lies
+ahead keeps it in TIMER_DELIVER_MS and is parked at the longest level not past it; the schedule
+service parks it again while its time is still ahead (`broker.rewrites.delivery_record`), so it
+reaches its topic at its time, late by at most the shortest level (1 s by default), never early,
+and durably as every delayed message (the schedule topic and its offsets survive a restart).
+More than 3 days ahead (5.x's default limit) is refused with ILLEGAL_DELIVERY_TIME.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from broker.grpc.status import from_remoting, ok, status
 from broker.grpc.transaction_ids import transaction_id
 from broker.processors import RequestContext
 from broker.processors.send import SendMessageProcessor
+from broker.rewrites import TIMER_DELIVER_MS, timer_level
 from protocol import names
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -50,6 +53,8 @@ MAX_USER_PROPERTIES: Final = 128
 MAX_USER_PROPERTY_BYTES: Final = 16 * 1024
 MAX_MESSAGE_GROUP: Final = 64
 MAX_MESSAGES_PER_CALL: Final = 1024
+#: how far ahead a delivery time may lie (5.x's default timerMaxDelaySec: 3 days)
+MAX_DELIVERY_AHEAD_MS: Final = 3 * 86_400_000
 #: keys 5.x reserves beside 4.9's: a user property must not set them
 _RESERVED: Final = _MC.SYSTEM_KEYS | {SHARDING_KEY, TRACE_CONTEXT}
 
@@ -103,16 +108,19 @@ def _check_properties(message: Message) -> int:
     return size
 
 
-def _delay_level(delivery_ms: int, now_ms: int, levels_ms: tuple[int, ...]) -> int:
-    """The smallest level whose delay reaches `delivery_ms`; 0 when it is due already."""
+def _timer(delivery_ms: int, now_ms: int, levels_ms: tuple[int, ...]) -> dict[str, str]:
+    """The properties that park a message until `delivery_ms`: none when it is due already."""
     wait = delivery_ms - now_ms
-    if wait <= 0:
-        return 0
-    for level, delay in enumerate(levels_ms, start=1):
-        if delay >= wait:
-            return level
-    longest = levels_ms[-1] if levels_ms else 0
-    raise RefusedError("ILLEGAL_DELIVERY_TIME", f"delivery more than {longest} ms ahead")
+    if wait <= 0 or not levels_ms:
+        return {}
+    if wait > MAX_DELIVERY_AHEAD_MS:
+        raise RefusedError(
+            "ILLEGAL_DELIVERY_TIME", f"delivery more than {MAX_DELIVERY_AHEAD_MS} ms ahead"
+        )
+    return {
+        TIMER_DELIVER_MS: str(delivery_ms),
+        _MC.DELAY_TIME_LEVEL: str(timer_level(wait, levels_ms)),
+    }
 
 
 class SendService:
@@ -173,9 +181,7 @@ class SendService:
         if system.HasField("delivery_timestamp"):
             delivery = system.delivery_timestamp
             delivery_ms = delivery.seconds * 1000 + delivery.nanos // 1_000_000
-            level = _delay_level(delivery_ms, now_ms, self.broker.delay_levels_ms)
-            if level > 0:
-                props[_MC.DELAY_TIME_LEVEL] = str(level)
+            props.update(_timer(delivery_ms, now_ms, self.broker.delay_levels_ms))
         born = system.born_timestamp
         born_ms = (
             born.seconds * 1000 + born.nanos // 1_000_000

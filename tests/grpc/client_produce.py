@@ -82,7 +82,8 @@ def main() -> None:
     for i in range(3):
         fifo = message(topic, f"fifo-{i}".encode(), message_group="group-1")
         attempt(result, f"fifo{i}", lambda fifo=fifo: producer.send(fifo))
-    delayed = message(topic, b"delayed", delivery_timestamp=int(time.time()) + 3)
+    result["delivery_s"] = int(time.time()) + 3
+    delayed = message(topic, b"delayed", delivery_timestamp=result["delivery_s"])
     attempt(result, "delay", lambda: producer.send(delayed))
     producer.shutdown()
 

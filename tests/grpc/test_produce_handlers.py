@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from broker.grpc.methods import CallContext, path
-from broker.grpc.send import _delay_level
+from broker.grpc.send import RefusedError, _timer
 from broker.grpc.service import methods
 from broker.grpc.sessions import CLIENT_ID_KEY
 from protocol.properties import decode_properties
@@ -175,13 +175,14 @@ async def test_send_refusals_of_the_topic_body_and_request(small: RunningBroker)
     assert [e.status.code for e in results.entries] == [code("OK"), code("MESSAGE_BODY_TOO_LARGE")]
 
 
-def test_delivery_timestamps_take_the_first_level_not_earlier() -> None:
+def test_delivery_times_park_at_the_longest_level_not_past_them() -> None:
     levels = (1000, 5000, 10000)
-    assert _delay_level(1000, 1000, levels) == 0  # due now: no delay
-    assert _delay_level(4000, 1000, levels) == 2  # 3 s ahead: the 5 s level
-    assert _delay_level(11000, 1000, levels) == 3  # exactly the 10 s level
-    with pytest.raises(Exception, match="10000"):
-        _delay_level(11001, 1000, levels)
+    assert _timer(1000, 1000, levels) == {}  # due now: no delay
+    assert _timer(4000, 1000, levels) == {"TIMER_DELIVER_MS": "4000", "DELAY": "1"}
+    assert _timer(12000, 1000, levels) == {"TIMER_DELIVER_MS": "12000", "DELAY": "3"}
+    assert _timer(1500, 1000, levels)["DELAY"] == "1"  # under the shortest: the shortest
+    with pytest.raises(RefusedError):
+        _timer(4 * 86_400_000, 0, levels)
 
 
 async def test_heartbeat_and_termination_need_a_client_id(broker: RunningBroker) -> None:
@@ -195,3 +196,20 @@ async def test_heartbeat_and_termination_need_a_client_id(broker: RunningBroker)
     request = service.NotifyClientTerminationRequest()
     assert (await bye(request, anonymous)).status.code == code("CLIENT_ID_REQUIRED")
     assert (await bye(request, CONTEXT)).status.code == code("OK")
+
+
+async def test_a_delivery_time_between_levels_is_kept(broker: RunningBroker) -> None:
+    """2.5 s ahead with levels of 1 s and 5 s: parked at 1 s, then again until its time, so it
+    arrives neither at 1 s (early) nor at 5 s (the next level)."""
+    deliver_ms = int(time.time() * 1000) + 2500
+    timestamp = definition.google_dot_protobuf_dot_timestamp__pb2.Timestamp(
+        seconds=deliver_ms // 1000, nanos=(deliver_ms % 1000) * 1_000_000
+    )
+    answer = await send(broker, message("GrpcTimer", b"later", delivery_timestamp=timestamp))
+    assert answer.status.code == code("OK")
+    [record] = await pull_all(broker.port, "GrpcTimer", 1)
+    assert record.store_timestamp >= deliver_ms
+    assert record.store_timestamp < deliver_ms + 2500  # not held to the 5 s level
+    props = decode_properties(record.properties)
+    assert props["TIMER_DELIVER_MS"] == str(deliver_ms)
+    assert "DELAY" not in props
