@@ -213,3 +213,24 @@ async def test_a_delivery_time_between_levels_is_kept(broker: RunningBroker) -> 
     props = decode_properties(record.properties)
     assert props["TIMER_DELIVER_MS"] == str(deliver_ms)
     assert "DELAY" not in props
+
+
+async def test_a_delivery_time_survives_a_restart(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    config = make_config(tmp_path / "store")
+    first = await start_broker(nursery, config)
+    deliver_ms = int(time.time() * 1000) + 3500
+    timestamp = definition.google_dot_protobuf_dot_timestamp__pb2.Timestamp(
+        seconds=deliver_ms // 1000, nanos=(deliver_ms % 1000) * 1_000_000
+    )
+    answer = await send(first, message("GrpcTimerRestart", b"x", delivery_timestamp=timestamp))
+    assert answer.status.code == code("OK")
+    await first.stop()
+    second = await start_broker(nursery, config)
+    try:
+        [record] = await pull_all(second.port, "GrpcTimerRestart", 1)
+        assert record.store_timestamp >= deliver_ms
+        assert record.body == b"x"
+    finally:
+        await second.stop()
