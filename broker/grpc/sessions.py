@@ -72,6 +72,8 @@ class SessionService:
         self.sessions: dict[tuple[int, str], Session] = {}
 
     def _session(self, context: CallContext) -> Session | None:
+        """The caller's session, made if new (only Telemetry makes them: a session lives as
+        long as its stream, which ends with the connection)."""
         client_id = context.metadata.get(CLIENT_ID_KEY, "")
         if not client_id:
             return None
@@ -101,7 +103,8 @@ class SessionService:
             self.broker.producers.register_channel(topic, channel)
 
     def end(self, session: Session) -> None:
-        self.sessions.pop((session.conn_id, session.client_id), None)
+        if self.sessions.pop((session.conn_id, session.client_id), None) is None:
+            return  # ended already (NotifyClientTermination, then its stream)
         if not any(conn == session.conn_id for conn, _ in self.sessions):
             self.broker.producers.connection_closed(_key(session.conn_id))
         if session.outbox is not None:
@@ -112,11 +115,14 @@ class SessionService:
 
     async def heartbeat(self, request: Message, context: CallContext) -> Message:
         _, service = load()
-        session = self._session(context)
-        if session is None:
+        client_id = context.metadata.get(CLIENT_ID_KEY, "")
+        if not client_id:
             return service.HeartbeatResponse(
                 status=status("CLIENT_ID_REQUIRED", f"metadata {CLIENT_ID_KEY} is required")
             )
+        session = self.sessions.get((context.conn_id, client_id))
+        if session is None:  # its Telemetry stream is not open (yet): nothing to refresh
+            return service.HeartbeatResponse(status=ok())
         if request.group.name:
             session.group = request.group.name
         self._register_producer(session)

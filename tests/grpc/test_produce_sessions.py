@@ -12,7 +12,7 @@ import trio
 
 from broker.grpc.methods import CallContext, path
 from broker.grpc.service import methods
-from broker.grpc.sessions import CLIENT_ID_KEY
+from broker.grpc.sessions import CLIENT_ID_KEY, SessionService
 from protocol.v2 import load
 from tests.conftest import RunningBroker
 from tests.grpc.test_produce_handlers import CONTEXT, ENDPOINT, code, message, pull_all, send
@@ -20,8 +20,16 @@ from tests.grpc.test_produce_handlers import CONTEXT, ENDPOINT, code, message, p
 definition, service = load()
 
 
+_TABLES: dict[int, Any] = {}
+
+
 def handler(broker: RunningBroker, rpc: str) -> Any:
-    return methods(broker.server.broker, ENDPOINT)[path(rpc)].handler
+    """The handler of `rpc` from one method table per broker, as the server builds it once."""
+    context = broker.server.broker
+    table = _TABLES.get(id(context))
+    if table is None or table[0] is not context:
+        table = _TABLES[id(context)] = (context, methods(context, ENDPOINT))
+    return table[1][path(rpc)].handler
 
 
 def producer_settings(*topics: str) -> Any:
@@ -169,4 +177,30 @@ async def test_the_check_of_an_open_half_goes_down_telemetry(
     )
     assert (await end(broker, checked, topic, "COMMIT")).status.code == code("OK")
     assert [r.body for r in await pull_all(broker.port, topic, 1)] == [b"open"]
+    await stream.to_server.aclose()
+
+
+async def test_a_heartbeat_without_a_stream_keeps_nothing(broker: RunningBroker) -> None:
+    sessions = SessionService(broker.server.broker)
+    for conn_id in range(50):
+        context = CallContext(100 + conn_id, "127.0.0.1:1", {CLIENT_ID_KEY: f"c{conn_id}"})
+        answer = await sessions.heartbeat(service.HeartbeatRequest(), context)
+        assert answer.status.code == code("OK")
+    assert sessions.sessions == {}  # no stream to end them: they would never go
+
+
+async def test_termination_ends_the_session_before_its_stream(
+    broker: RunningBroker, nursery: trio.Nursery
+) -> None:
+    stream = Stream()
+    nursery.start_soon(handler(broker, "Telemetry"), stream.requests(), stream.send, CONTEXT)
+    await stream.to_server.send(producer_settings("GrpcBye"))
+    await stream.wait_for(lambda a: a.HasField("settings"))
+    producers = broker.server.broker.producers
+    assert producers.channels("GrpcBye")
+    bye = await handler(broker, "NotifyClientTermination")(
+        service.NotifyClientTerminationRequest(), CONTEXT
+    )
+    assert bye.status.code == code("OK")
+    assert not producers.channels("GrpcBye")
     await stream.to_server.aclose()
