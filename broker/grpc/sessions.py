@@ -149,11 +149,11 @@ class SessionService:
         _, service = load()
         session = self._session(context)
         if session is None:
-            await send(
-                service.TelemetryCommand(
-                    status=status("CLIENT_ID_REQUIRED", f"metadata {CLIENT_ID_KEY} is required")
-                )
-            )
+            if context.metadata.get(CLIENT_ID_KEY):
+                refusal = status("TOO_MANY_REQUESTS", "too many client sessions")
+            else:
+                refusal = status("CLIENT_ID_REQUIRED", f"metadata {CLIENT_ID_KEY} is required")
+            await send(service.TelemetryCommand(status=refusal))
             return
         outbox, inbox = trio.open_memory_channel[Message](OUTBOX)
         session.outbox = outbox

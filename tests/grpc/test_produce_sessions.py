@@ -12,7 +12,7 @@ import trio
 
 from broker.grpc.methods import CallContext, path
 from broker.grpc.service import methods
-from broker.grpc.sessions import CLIENT_ID_KEY, SessionService
+from broker.grpc.sessions import CLIENT_ID_KEY, MAX_SESSIONS_PER_CONNECTION, SessionService
 from protocol.v2 import load
 from tests.conftest import RunningBroker
 from tests.grpc.test_produce_handlers import CONTEXT, ENDPOINT, code, message, pull_all, send
@@ -204,3 +204,16 @@ async def test_termination_ends_the_session_before_its_stream(
     assert bye.status.code == code("OK")
     assert not producers.channels("GrpcBye")
     await stream.to_server.aclose()
+
+
+async def test_sessions_of_one_connection_are_bounded(broker: RunningBroker) -> None:
+    sessions = SessionService(broker.server.broker)
+    for n in range(MAX_SESSIONS_PER_CONNECTION):
+        context = CallContext(7, "127.0.0.1:1", {CLIENT_ID_KEY: f"c{n}"})
+        assert sessions._session(context) is not None
+    stream = Stream()
+    await stream.to_server.send(producer_settings("GrpcBound"))
+    extra = CallContext(7, "127.0.0.1:1", {CLIENT_ID_KEY: "one-more"})
+    await sessions.telemetry(stream.requests(), stream.send, extra)
+    assert [a.status.code for a in stream.answers] == [code("TOO_MANY_REQUESTS")]
+    assert len(sessions.sessions) == MAX_SESSIONS_PER_CONNECTION
