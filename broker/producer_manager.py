@@ -74,6 +74,16 @@ class ProducerManager:
         if not mine:
             del self._by_conn[ctx.conn_id]
 
+    def register_channel(self, group: str, channel: Channel) -> None:
+        """Register (or refresh) `channel` for `group` without a 4.x heartbeat: a RocketMQ 5
+        session, whose `conn_id` is negative (apart from remoting connections)."""
+        mine = self._by_conn.setdefault(channel.conn_id, set())
+        if group not in mine and len(mine) >= MAX_GROUPS_PER_CONNECTION:
+            log.warning("producer_groups_limit", groups=len(mine), ignored=group)
+            return
+        mine.add(group)
+        self._groups.setdefault(group, {})[channel.conn_id] = channel
+
     def connection_closed(self, conn_id: int) -> None:
         for group in self._by_conn.pop(conn_id, ()):
             channels = self._groups.get(group, {})

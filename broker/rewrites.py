@@ -120,14 +120,43 @@ def apply_delay(
     record.properties_string = encode_properties(props)
 
 
-def delivery_record(record: CommitLogRecord) -> MessageExtBrokerInner | None:
+#: a RocketMQ 5 message's delivery time, ms since the epoch (5.x's `TIMER_DELIVER_MS`)
+TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
+
+
+def timer_level(wait_ms: int, levels_ms: tuple[int, ...]) -> int:
+    """The level to park a message due in `wait_ms` (> 0) at: the longest not past its time,
+    else the shortest (late by less than the shortest delay)."""
+    fitting = [level for level, delay in enumerate(levels_ms, start=1) if delay <= wait_ms]
+    return fitting[-1] if fitting else 1
+
+
+def delivery_record(
+    record: CommitLogRecord, now_ms: int = 0, levels_ms: tuple[int, ...] = ()
+) -> MessageExtBrokerInner | None:
     """The message to put when `record` (in SCHEDULE_TOPIC_XXXX) is due: its real topic and
-    queue, without the delay; None when they are missing or malformed."""
+    queue, without the delay; None when they are missing or malformed. A message with a
+    delivery time (TIMER_DELIVER_MS) still ahead of `now_ms` is parked again, at the level
+    `timer_level` picks, so it reaches its topic at its time through a chain of levels."""
     props = decode_properties(record.properties)
     topic = props.get(_MC.REAL_TOPIC)
     queue_text = props.get(_MC.REAL_QUEUE_ID, "")
     if not topic or not queue_text.isdigit() or record.body is None:
         return None
+    deliver_text = props.get(TIMER_DELIVER_MS, "")
+    if levels_ms and deliver_text.isdigit() and int(deliver_text) > now_ms:
+        level = timer_level(int(deliver_text) - now_ms, levels_ms)
+        schedule_topic, schedule_queue = to_schedule(
+            props, topic, int(queue_text), level, levels_ms
+        )
+        return stored_again(
+            record,
+            props,
+            schedule_topic,
+            schedule_queue,
+            store_host=record.store_host,
+            reconsume_times=record.reconsume_times,
+        )
     props.pop(_MC.DELAY_TIME_LEVEL, None)
     return stored_again(
         record,

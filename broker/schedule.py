@@ -110,7 +110,8 @@ class ScheduleMessageService:
 
     async def _deliver(self, level: int, record: CommitLogRecord) -> bool:
         """Put `record` under its real topic; False when the store refused it for now."""
-        message = delivery_record(record)
+        now_ms = self.broker.store.now_ms()
+        message = delivery_record(record, now_ms, self.broker.delay_levels_ms)
         if message is None:
             log.warning("delayed_message_malformed", level=level, offset=record.physical_offset)
             return True  # skipped: it can never be delivered
