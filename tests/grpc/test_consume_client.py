@@ -1,0 +1,108 @@
+"""The official RocketMQ 5 Python client's consumers against a real broker process, fed by the
+project's 4.x remoting producer: a SimpleConsumer acks, sees a message it left unacked again
+with delivery attempt 2 and keeps one hidden by changing its invisible duration; a
+PushConsumer gets every message once; a 5.x group and a 4.x pull group on one topic each get
+every message."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+from collections import Counter, defaultdict
+
+import pytest
+import trio
+
+from rmq_client.producer import Message, open_producer
+from rmq_client.pull_consumer import PullConsumer
+from tests.daemon import Daemon
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLIENT_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
+CLIENT_SCRIPT = pathlib.Path(__file__).with_name("client_consume.py")
+
+
+def _run_client(mode: str, endpoint: str, group: str, topic: str, expected: int) -> dict[str, object]:
+    if not CLIENT_PYTHON.exists():
+        pytest.fail("the RocketMQ 5 client is not installed: bash tests/grpc/install-client.sh")
+    done = subprocess.run(
+        [str(CLIENT_PYTHON), str(CLIENT_SCRIPT), mode, endpoint, group, topic, str(expected), "60"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(ROOT / ".venv-rmq5")},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert isinstance(result, dict)
+    return result
+
+
+async def _send(port: int, topic: str, bodies: list[bytes]) -> list[str]:
+    async with open_producer("127.0.0.1", port) as producer:
+        return [(await producer.send(Message(topic, body))).msg_id for body in bodies]
+
+
+async def _pull_bodies(port: int, topic: str, want: int) -> list[bytes]:
+    bodies: list[bytes] = []
+    async with open_producer("127.0.0.1", port) as conn:
+        consumer = PullConsumer(conn, "pull-4x", "127.0.0.1@pull-4x")
+        await consumer.subscribe(topic)
+        offsets = dict.fromkeys(range(8), 0)
+        with trio.move_on_after(30):
+            while len(bodies) < want:
+                for queue_id in offsets:
+                    result = await consumer.pull(topic, queue_id, offsets[queue_id])
+                    if result.found:
+                        bodies += [r.body or b"" for r in result.records]
+                    offsets[queue_id] = max(offsets[queue_id], result.next_begin_offset)
+                await trio.sleep(0.2)
+    return bodies
+
+
+def _attempts(result: dict[str, object]) -> dict[str, list[int]]:
+    by_body: dict[str, list[int]] = defaultdict(list)
+    seen = result["seen"]
+    assert isinstance(seen, list)
+    for body, attempt, _id, _group in seen:
+        by_body[body].append(attempt)
+    return dict(by_body)
+
+
+def test_simple_consumer_acks_redelivers_and_changes_invisible_duration(
+    tmp_path: pathlib.Path,
+) -> None:
+    daemon = Daemon(tmp_path / "store", env={"RMQ_GRPC_LISTEN": "127.0.0.1:0"})
+    try:
+        grpc_port = int(str(daemon.event("listening")["grpc_port"]))
+        topic = "GrpcSimple"
+        ids = trio.run(_send, daemon.port, topic, [b"a", b"b", b"keep-1", b"slow-1"])
+        result = _run_client("simple", f"127.0.0.1:{grpc_port}", "simple-5x", topic, 4)
+        assert result["errors"] == []
+        assert result["acked"] == 4
+        attempts = _attempts(result)
+        assert attempts == {"a": [1], "b": [1], "keep-1": [1, 2], "slow-1": [1]}
+        seen = result["seen"]
+        assert isinstance(seen, list)
+        assert {row[2] for row in seen} == set(ids)  # the producer's message ids
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_push_consumer_gets_everything_once_beside_a_4x_group(tmp_path: pathlib.Path) -> None:
+    daemon = Daemon(tmp_path / "store", env={"RMQ_GRPC_LISTEN": "127.0.0.1:0"})
+    try:
+        grpc_port = int(str(daemon.event("listening")["grpc_port"]))
+        topic = "GrpcPush"
+        bodies = [f"m-{i}".encode() for i in range(20)]
+        trio.run(_send, daemon.port, topic, bodies)
+        result = _run_client("push", f"127.0.0.1:{grpc_port}", "push-5x", topic, 20)
+        seen = result["seen"]
+        assert isinstance(seen, list)
+        assert Counter(row[0] for row in seen) == Counter(b.decode() for b in bodies)
+        pulled = trio.run(_pull_bodies, daemon.port, topic, 20)
+        assert sorted(pulled) == sorted(bodies)  # the 4.x group's own offsets: all of them
+    finally:
+        assert daemon.stop() == 0
