@@ -6,6 +6,8 @@
 `simple`: a SimpleConsumer receives (invisible 2 s) until EXPECTED acked messages or SECONDS;
 a body starting with "keep" is left unacked the first time it comes, one starting with "slow"
 has its invisible duration changed to 4 s first (then acked under its new handle).
+`leave`: as `simple` with invisible 10 s, but it ends once EXPECTED messages were received,
+the "keep" ones unacked.
 `push`: a PushConsumer consumes every message with SUCCESS, one starting with "fail" with
 FAILURE each time, until EXPECTED messages were consumed successfully or SECONDS.
 Prints one JSON line: each delivery as [body, delivery attempt, message id, message group],
@@ -36,15 +38,23 @@ def delivery(message) -> list[object]:  # type: ignore[no-untyped-def]
     ]
 
 
-def simple(config: ClientConfiguration, group: str, topic: str, expected: int, until: float) -> dict[str, object]:
+def simple(
+    config: ClientConfiguration,
+    group: str,
+    topic: str,
+    expected: int,
+    until: float,
+    *,
+    leave: bool = False,
+) -> dict[str, object]:
     consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
     consumer.startup()
     seen: list[list[object]] = []
     acked = 0
     errors: list[str] = []
     try:
-        while acked < expected and time.time() < until:
-            for message in consumer.receive(16, 2):
+        while (len(seen) if leave else acked) < expected and time.time() < until:
+            for message in consumer.receive(16, 10 if leave else 2):
                 seen.append(delivery(message))
                 body = message.body.decode()
                 if body.startswith("keep") and message.delivery_attempt == 1:
@@ -76,7 +86,9 @@ class Listener(MessageListener):  # type: ignore[misc]
         return ConsumeResult.SUCCESS
 
 
-def push(config: ClientConfiguration, group: str, topic: str, expected: int, until: float) -> dict[str, object]:
+def push(
+    config: ClientConfiguration, group: str, topic: str, expected: int, until: float
+) -> dict[str, object]:
     listener = Listener()
     consumer = PushConsumer(config, group, listener, {topic: FilterExpression()})
     consumer.startup()
@@ -94,8 +106,12 @@ def main() -> None:
     mode, endpoint, group, topic = sys.argv[1:5]
     expected, seconds = int(sys.argv[5]), float(sys.argv[6])
     config = ClientConfiguration(endpoint, Credentials(), request_timeout=5)
-    run = simple if mode == "simple" else push
-    print(json.dumps(run(config, group, topic, expected, time.time() + seconds)), flush=True)
+    until = time.time() + seconds
+    if mode == "push":
+        result = push(config, group, topic, expected, until)
+    else:
+        result = simple(config, group, topic, expected, until, leave=mode == "leave")
+    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 project's 4.x remoting producer: a SimpleConsumer acks, sees a message it left unacked again
 with delivery attempt 2 and keeps one hidden by changing its invisible duration; a
 PushConsumer gets every message once; a 5.x group and a 4.x pull group on one topic each get
-every message."""
+every message; after kill -9 with messages in flight the unacked ones come back and the acked
+ones do not."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ CLIENT_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
 CLIENT_SCRIPT = pathlib.Path(__file__).with_name("client_consume.py")
 
 
-def _run_client(mode: str, endpoint: str, group: str, topic: str, expected: int) -> dict[str, object]:
+def _run_client(
+    mode: str, endpoint: str, group: str, topic: str, expected: int
+) -> dict[str, object]:
     if not CLIENT_PYTHON.exists():
         pytest.fail("the RocketMQ 5 client is not installed: bash tests/grpc/install-client.sh")
     done = subprocess.run(
@@ -50,7 +53,7 @@ async def _pull_bodies(port: int, topic: str, want: int) -> list[bytes]:
     async with open_producer("127.0.0.1", port) as conn:
         consumer = PullConsumer(conn, "pull-4x", "127.0.0.1@pull-4x")
         await consumer.subscribe(topic)
-        offsets = dict.fromkeys(range(8), 0)
+        offsets = dict.fromkeys(range(4), 0)  # an auto-created topic has 4 queues
         with trio.move_on_after(30):
             while len(bodies) < want:
                 for queue_id in offsets:
@@ -104,5 +107,31 @@ def test_push_consumer_gets_everything_once_beside_a_4x_group(tmp_path: pathlib.
         assert Counter(row[0] for row in seen) == Counter(b.decode() for b in bodies)
         pulled = trio.run(_pull_bodies, daemon.port, topic, 20)
         assert sorted(pulled) == sorted(bodies)  # the 4.x group's own offsets: all of them
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_after_kill_9_unacked_messages_come_back_and_acked_ones_do_not(
+    tmp_path: pathlib.Path,
+) -> None:
+    env = {"RMQ_GRPC_LISTEN": "127.0.0.1:0"}
+    topic = "GrpcCrash"
+    daemon = Daemon(tmp_path / "store", env=env)
+    try:
+        grpc_port = int(str(daemon.event("listening")["grpc_port"]))
+        trio.run(_send, daemon.port, topic, [b"a", b"keep-1", b"b", b"keep-2"])
+        first = _run_client("leave", f"127.0.0.1:{grpc_port}", "crash-5x", topic, 4)
+        assert first["errors"] == []
+        assert _attempts(first) == {"a": [1], "b": [1], "keep-1": [1], "keep-2": [1]}
+        daemon.kill()
+    finally:
+        if daemon.process.poll() is None:
+            daemon.kill()
+    daemon = Daemon(tmp_path / "store", env=env)
+    try:
+        grpc_port = int(str(daemon.event("listening")["grpc_port"]))
+        again = _run_client("simple", f"127.0.0.1:{grpc_port}", "crash-5x", topic, 2)
+        assert again["errors"] == []
+        assert _attempts(again) == {"keep-1": [2], "keep-2": [2]}
     finally:
         assert daemon.stop() == 0
