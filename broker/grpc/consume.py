@@ -3,7 +3,7 @@
 - ReceiveMessage (`broker.grpc.receive`): pop with long polling, streamed.
 - AckMessage: each entry's receipt handle acknowledged; a status per entry, and the call's own
   status OK when every entry is, MULTIPLE_RESULTS when some are not, or the one refusal when
-  all fail alike (the proxy's rule).
+  all fail alike (the proxy's rule). A FIFO group's ack wakes the receives held on its queue.
 - ChangeInvisibleDuration: the message hidden anew from now; the answer carries its new
   receipt handle, which the next ack or change must name.
 - ForwardMessageToDeadLetterQueue: a push consumer gave up on the message: it goes to
@@ -78,6 +78,7 @@ class _Ack:
                     group, topic, receipt.queue_id, receipt.queue_offset, entry.receipt_handle
                 )
                 outcome = ok()
+                self._release_fifo(group, topic, receipt.queue_id)
             except HeaderFieldError as exc:
                 outcome = refusal(exc)
             entries.append(
@@ -88,6 +89,13 @@ class _Ack:
                 )
             )
         return service.AckMessageResponse(status=_overall(entries), entries=entries)
+
+    def _release_fifo(self, group: str, topic: str, queue_id: int) -> None:
+        """A FIFO group's queue hands out its next message once the one in flight is acked:
+        wake the receives held on it, as an arrival would."""
+        config = self.broker.groups.find(group)
+        if config is not None and config.consume_message_orderly:
+            self.broker.pull_waiters.on_arrival(topic, queue_id, 0)
 
 
 def _overall(entries: list[Message]) -> Message:

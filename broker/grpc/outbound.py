@@ -82,9 +82,15 @@ def _gzip(data: bytes) -> bytes:
 
 
 def to_v5(
-    record: CommitLogRecord, *, topic: str, namespace: str = "", invisible_ms: int
+    record: CommitLogRecord,
+    *,
+    topic: str,
+    namespace: str = "",
+    invisible_ms: int,
+    attempt: int | None = None,
 ) -> Message:
-    """The 5.x `Message` of a popped `record` (whose properties carry its POP_CK)."""
+    """The 5.x `Message` of a popped `record` (whose properties carry its POP_CK); `attempt`
+    overrides the delivery attempt (FIFO pops count their own)."""
     definition, _ = load()
     props = decode_properties(record.properties)
     body, encoding = _body(record)
@@ -102,7 +108,7 @@ def to_v5(
         queue_id=record.queue_id,
         queue_offset=record.queue_offset,
         invisible_duration=duration(invisible_ms),
-        delivery_attempt=record.reconsume_times + 1,
+        delivery_attempt=attempt if attempt is not None else record.reconsume_times + 1,
     )
     tags = props.get(MessageConst.TAGS)
     if tags:

@@ -81,7 +81,7 @@ def receive_handler(
                 raise _RefusedError("ILLEGAL_TOPIC", "the request names no topic")
             queue_id = request.message_queue.id
             service.check_topic(topic, queue_id)
-            await check_group(broker, group)
+            order = (await check_group(broker, group)).consume_message_orderly
             invisible_ms = (
                 duration_ms(request.invisible_duration)
                 if request.HasField("invisible_duration") and not request.auto_renew
@@ -103,6 +103,7 @@ def receive_handler(
                     max_nums=batch,
                     invisible_ms=invisible_ms,
                     tag_filter=tag_filter,
+                    order=order,
                 )
 
             result = await _long_poll(service, topic, group, once, until)
@@ -116,16 +117,33 @@ def receive_handler(
             yield _response(status=status("MESSAGE_NOT_FOUND", "no new message"))
             return
         yield _response(status=ok())
+        attempts = order_attempts(result.order_count_info)
         for data in result.messages:
             for record in decode_copied_records(data):
+                attempt = attempts.get((record.queue_id, record.queue_offset))
                 yield _response(
                     message=to_v5(
-                        record, topic=topic, namespace=namespace, invisible_ms=invisible_ms
+                        record,
+                        topic=topic,
+                        namespace=namespace,
+                        invisible_ms=invisible_ms,
+                        attempt=attempt,
                     )
                 )
         yield _response(delivery_timestamp=timestamp(broker.store.now_ms()))
 
     return receive
+
+
+def order_attempts(info: str) -> dict[tuple[int, int], int]:
+    """(queue id, offset) -> delivery attempt, from a FIFO pop's orderCountInfo entries
+    "<retry> qo<queueId>%<offset> <times handed out before>"."""
+    out: dict[tuple[int, int], int] = {}
+    for entry in filter(None, info.split(";")):
+        _, where, times = entry.split(" ")
+        queue_id, offset = where.removeprefix("qo").split("%")
+        out[int(queue_id), int(offset)] = int(times) + 1
+    return out
 
 
 async def _long_poll(

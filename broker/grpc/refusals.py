@@ -16,6 +16,7 @@ from broker.grpc.methods import Message
 from broker.grpc.status import from_remoting, status
 from broker.pop.checks import refuse
 from broker.pop.service import PopService
+from protocol.admin_group import SubscriptionGroupConfig
 from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
 
@@ -51,8 +52,8 @@ def pop_service(broker: BrokerContext) -> PopService:
     return pop
 
 
-async def check_group(broker: BrokerContext, group: str) -> None:
-    """The group exists (or may be created) and may consume."""
+async def check_group(broker: BrokerContext, group: str) -> SubscriptionGroupConfig:
+    """The group's config: it exists (or may be created) and may consume."""
     config = await broker.groups.find_or_create(group)
     if config is None:
         raise refuse(
@@ -66,3 +67,4 @@ async def check_group(broker: BrokerContext, group: str) -> None:
             f"subscription group no permission, {group}",
             "consumerGroup",
         )
+    return config

@@ -11,6 +11,7 @@ import zlib
 import trio
 
 from broker.context import BrokerContext
+from protocol.admin_group import SubscriptionGroupConfig
 from protocol.v2 import load
 from rmq_client.producer import Message, Producer
 from tests.conftest import RunningBroker
@@ -236,3 +237,40 @@ async def test_filters_and_refusals_of_a_receive(broker: RunningBroker, producer
     assert short.status.code == code("ILLEGAL_INVISIBLE_TIME")
     nameless = await receive(ctx, group="")
     assert nameless.status.code == code("ILLEGAL_CONSUMER_GROUP")
+
+
+async def test_a_fifo_group_gets_a_queue_in_order_with_its_own_attempt_count(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    ctx = context_of(broker)
+    ctx.groups.put(SubscriptionGroupConfig(GROUP, consume_message_orderly=True))
+    for body in (b"m1", b"m2", b"m3"):
+        await producer.send(Message(TOPIC, body, queue_id=0))
+    first = await receive(ctx, batch=1)
+    [m1] = first.messages
+    assert (m1.body, m1.system_properties.delivery_attempt) == (b"m1", 1)
+    assert (await receive(ctx)).status.code == code("MESSAGE_NOT_FOUND")  # m2 waits for m1
+    held = []
+
+    async def hold() -> None:
+        held.append(await receive(ctx, batch=1, invisible_ms=1_000, polling_ms=20_000))
+
+    with trio.fail_after(10):  # far below the poll: the ack wakes the held receive
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hold)
+            await trio.sleep(0.3)
+            assert held == []
+            system = m1.system_properties
+            await ack(ctx, (system.message_id, system.receipt_handle))
+    [m2] = held[0].messages
+    assert (m2.body, m2.system_properties.delivery_attempt) == (b"m2", 1)
+    # m2 not acked: it comes back, before m3, counted by the FIFO pop
+    again = await receive_until(ctx, 15, batch=1)
+    [m2_again] = again.messages
+    assert (m2_again.body, m2_again.system_properties.delivery_attempt) == (b"m2", 2)
+
+
+def test_the_orderly_flag_of_a_group_config_round_trips_and_is_left_out_when_unset() -> None:
+    orderly = SubscriptionGroupConfig("g", consume_message_orderly=True)
+    assert SubscriptionGroupConfig.from_json(orderly.to_json()) == orderly
+    assert "consumeMessageOrderly" not in SubscriptionGroupConfig("g").to_json()
