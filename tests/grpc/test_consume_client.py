@@ -2,8 +2,9 @@
 project's 4.x remoting producer: a SimpleConsumer acks, sees a message it left unacked again
 with delivery attempt 2 and keeps one hidden by changing its invisible duration; a
 PushConsumer gets every message once; a 5.x group and a 4.x pull group on one topic each get
-every message; after kill -9 with messages in flight the unacked ones come back and the acked
-ones do not."""
+every message; a FIFO group (consumeMessageOrderly) receives a message group in the order it
+was sent, with its message group; after kill -9 with messages in flight the unacked ones come
+back and the acked ones do not."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from collections import Counter, defaultdict
 import pytest
 import trio
 
+from protocol.admin_group import SubscriptionGroupConfig
+from rmq_client.admin_groups import update_subscription_group
 from rmq_client.producer import Message, open_producer
 from rmq_client.pull_consumer import PullConsumer
 from tests.daemon import Daemon
@@ -133,5 +136,32 @@ def test_after_kill_9_unacked_messages_come_back_and_acked_ones_do_not(
         again = _run_client("simple", f"127.0.0.1:{grpc_port}", "crash-5x", topic, 2)
         assert again["errors"] == []
         assert _attempts(again) == {"keep-1": [2], "keep-2": [2]}
+    finally:
+        assert daemon.stop() == 0
+
+
+async def _send_fifo(port: int, topic: str, group: str, bodies: list[bytes]) -> None:
+    async with open_producer("127.0.0.1", port) as producer:
+        await update_subscription_group(
+            producer, SubscriptionGroupConfig(group, consume_message_orderly=True)
+        )
+        for body in bodies:
+            props = {"__SHARDINGKEY": "order-1"}
+            await producer.send(Message(topic, body, properties=props, queue_id=0))
+
+
+def test_a_fifo_group_receives_a_message_group_in_order(tmp_path: pathlib.Path) -> None:
+    daemon = Daemon(tmp_path / "store", env={"RMQ_GRPC_LISTEN": "127.0.0.1:0"})
+    try:
+        grpc_port = int(str(daemon.event("listening")["grpc_port"]))
+        topic, group = "GrpcFifo", "fifo-5x"
+        bodies = [f"f-{i}".encode() for i in range(8)]
+        trio.run(_send_fifo, daemon.port, topic, group, bodies)
+        result = _run_client("simple", f"127.0.0.1:{grpc_port}", group, topic, 8)
+        assert result["errors"] == []
+        seen = result["seen"]
+        assert isinstance(seen, list)
+        assert [row[0] for row in seen] == [b.decode() for b in bodies]
+        assert {(row[1], row[3]) for row in seen} == {(1, "order-1")}
     finally:
         assert daemon.stop() == 0
