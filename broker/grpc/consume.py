@@ -26,9 +26,12 @@ from broker.grpc.outbound import duration_ms
 from broker.grpc.receive import receive_handler
 from broker.grpc.refusals import check_group, pop_service, refusal
 from broker.grpc.status import ok, status
-from broker.pop.checks import parse_receipt
+from broker.pop.checks import parse_receipt, refuse
 from broker.pop.dead_letter import forward_to_dead_letter
+from broker.pop.receipt import Receipt
+from broker.pop.service import PopService
 from broker.topic_config import PERM_READ, PERM_WRITE
+from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
 from protocol.v2 import load
 
@@ -74,6 +77,7 @@ class _Ack:
         for entry in request.entries:
             try:
                 receipt = parse_receipt(entry.receipt_handle)
+                self._check_not_lapsed(pop, group, topic, receipt)
                 await pop.ack(
                     group, topic, receipt.queue_id, receipt.queue_offset, entry.receipt_handle
                 )
@@ -89,6 +93,20 @@ class _Ack:
                 )
             )
         return service.AckMessageResponse(status=_overall(entries), entries=entries)
+
+    def _check_not_lapsed(self, pop: PopService, group: str, topic: str, receipt: Receipt) -> None:
+        """An ack under a handle whose invisible time ran out and whose message was handed on
+        (revived) acknowledges nothing: refused, so the client knows it will come again."""
+        real = receipt.real_topic(topic, group)
+        key = (group, real, receipt.queue_id, receipt.ck_offset, receipt.pop_time)
+        ck = pop.inflight.get(key)
+        in_flight = ck is not None and receipt.queue_offset in ck.unacked()
+        if not in_flight and receipt.revive_time < self.broker.store.now_ms():
+            raise refuse(
+                ResponseCode.NO_MESSAGE,
+                "the receipt handle has expired: the message is visible again or acknowledged",
+                "extraInfo",
+            )
 
     def _release_fifo(self, group: str, topic: str, queue_id: int) -> None:
         """A FIFO group's queue hands out its next message once the one in flight is acked:

@@ -126,6 +126,8 @@ async def test_an_unacked_message_comes_back_with_delivery_attempt_two(
     assert two.delivery_attempt == 2
     assert two.message_id == one.message_id
     assert two.receipt_handle != one.receipt_handle
+    lapsed = await ack(ctx, (one.message_id, one.receipt_handle))
+    assert lapsed.status.code == code("INVALID_RECEIPT_HANDLE")  # handed on: acks nothing
     answer = await ack(ctx, (two.message_id, two.receipt_handle))
     assert answer.status.code == code("OK")
 
