@@ -9,7 +9,8 @@ has its invisible duration changed to 4 s first (then acked under its new handle
 `leave`: as `simple` with invisible 10 s, but it ends once EXPECTED messages were received,
 the "keep" ones unacked.
 `push`: a PushConsumer consumes every message with SUCCESS, one starting with "fail" with
-FAILURE each time, until EXPECTED messages were consumed successfully or SECONDS.
+FAILURE each time, until EXPECTED messages were consumed successfully or SECONDS;
+`deliveries`: as `push`, until EXPECTED deliveries (failed ones included).
 Prints one JSON line: each delivery as [body, delivery attempt, message id, message group],
 and any error."""
 
@@ -87,13 +88,21 @@ class Listener(MessageListener):  # type: ignore[misc]
 
 
 def push(
-    config: ClientConfiguration, group: str, topic: str, expected: int, until: float
+    config: ClientConfiguration,
+    group: str,
+    topic: str,
+    expected: int,
+    until: float,
+    *,
+    deliveries: bool = False,
 ) -> dict[str, object]:
     listener = Listener()
     consumer = PushConsumer(config, group, listener, {topic: FilterExpression()})
     consumer.startup()
     try:
-        while listener.ok < expected and time.time() < until:
+        while (len(listener.seen) if deliveries else listener.ok) < expected and (
+            time.time() < until
+        ):
             time.sleep(0.2)
         time.sleep(2)  # anything delivered twice would show now
     finally:
@@ -107,8 +116,8 @@ def main() -> None:
     expected, seconds = int(sys.argv[5]), float(sys.argv[6])
     config = ClientConfiguration(endpoint, Credentials(), request_timeout=5)
     until = time.time() + seconds
-    if mode == "push":
-        result = push(config, group, topic, expected, until)
+    if mode in ("push", "deliveries"):
+        result = push(config, group, topic, expected, until, deliveries=mode == "deliveries")
     else:
         result = simple(config, group, topic, expected, until, leave=mode == "leave")
     print(json.dumps(result), flush=True)

@@ -2,9 +2,10 @@
 project's 4.x remoting producer: a SimpleConsumer acks, sees a message it left unacked again
 with delivery attempt 2 and keeps one hidden by changing its invisible duration; a
 PushConsumer gets every message once; a 5.x group and a 4.x pull group on one topic each get
-every message; a FIFO group (consumeMessageOrderly) receives a message group in the order it
-was sent, with its message group; after kill -9 with messages in flight the unacked ones come
-back and the acked ones do not."""
+every message; a message a PushConsumer keeps failing ends in the group's DLQ; a FIFO group
+(consumeMessageOrderly) receives a message group in the order it was sent, with its message
+group; after kill -9 with messages in flight the unacked ones come back and the acked ones do
+not."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ async def _pull_bodies(port: int, topic: str, want: int) -> list[bytes]:
     async with open_producer("127.0.0.1", port) as conn:
         consumer = PullConsumer(conn, "pull-4x", "127.0.0.1@pull-4x")
         await consumer.subscribe(topic)
-        offsets = dict.fromkeys(range(4), 0)  # an auto-created topic has 4 queues
+        # an auto-created topic has 4 queues, a DLQ one
+        offsets = dict.fromkeys(range(1 if topic.startswith("%DLQ%") else 4), 0)
         with trio.move_on_after(30):
             while len(bodies) < want:
                 for queue_id in offsets:
@@ -163,5 +165,31 @@ def test_a_fifo_group_receives_a_message_group_in_order(tmp_path: pathlib.Path) 
         assert isinstance(seen, list)
         assert [row[0] for row in seen] == [b.decode() for b in bodies]
         assert {(row[1], row[3]) for row in seen} == {(1, "order-1")}
+    finally:
+        assert daemon.stop() == 0
+
+
+async def _dead_letters(port: int, group: str, bodies: list[bytes]) -> None:
+    async with open_producer("127.0.0.1", port) as producer:
+        await update_subscription_group(producer, SubscriptionGroupConfig(group, retry_max_times=1))
+        for body in bodies:
+            await producer.send(Message("GrpcDlq", body))
+
+
+def test_a_message_a_push_consumer_keeps_failing_ends_in_the_dead_letter_queue(
+    tmp_path: pathlib.Path,
+) -> None:
+    # delay levels of 1 s: the client's backoff between attempts (told in its settings)
+    env = {"RMQ_GRPC_LISTEN": "127.0.0.1:0", "RMQ_MESSAGE_DELAY_LEVEL": "1s 1s 1s 1s"}
+    daemon = Daemon(tmp_path / "store", env=env)
+    try:
+        grpc_port = int(str(daemon.event("listening")["grpc_port"]))
+        group = "dlq-5x"
+        trio.run(_dead_letters, daemon.port, group, [b"ok-1", b"fail-1", b"ok-2"])
+        # ok-1, ok-2 once; fail-1 at attempt 1 and 2 (retryMaxTimes 1), then the DLQ
+        result = _run_client("deliveries", f"127.0.0.1:{grpc_port}", group, "GrpcDlq", 4)
+        assert _attempts(result) == {"ok-1": [1], "ok-2": [1], "fail-1": [1, 2]}
+        dead = trio.run(_pull_bodies, daemon.port, f"%DLQ%{group}", 1)
+        assert dead == [b"fail-1"]
     finally:
         assert daemon.stop() == 0
