@@ -23,6 +23,7 @@ from broker.grpc.refusals import check_group, pop_service, refusal
 from broker.grpc.status import ok, status
 from broker.pop.receipt import pop_retry_topic
 from broker.pop.service import MAX_POP_NUMS, PopResult, PopService
+from broker.topic_config import PERM_READ
 from protocol.errors import HeaderFieldError
 from protocol.v2 import load
 from store.decode import decode_copied_records
@@ -74,6 +75,8 @@ def receive_handler(
         namespace = request.message_queue.topic.resource_namespace
         try:
             service = pop_service(broker)
+            if not broker.config.broker_permission & PERM_READ:
+                raise _RefusedError("FORBIDDEN", f"the broker[{broker.addr}] is not readable")
             tag_filter = _filter(request)
             if not group:
                 raise _RefusedError("ILLEGAL_CONSUMER_GROUP", "the request names no consumer group")

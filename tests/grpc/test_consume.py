@@ -6,6 +6,7 @@ consumer's word, assignments, and each refusal's 5.x code."""
 
 from __future__ import annotations
 
+import pathlib
 import zlib
 
 import trio
@@ -14,7 +15,7 @@ from broker.context import BrokerContext
 from protocol.admin_group import SubscriptionGroupConfig
 from protocol.v2 import load
 from rmq_client.producer import Message, Producer
-from tests.conftest import RunningBroker
+from tests.conftest import RunningBroker, make_config, start_broker
 from tests.grpc.consume_calls import (
     GROUP,
     TOPIC,
@@ -276,3 +277,15 @@ def test_the_orderly_flag_of_a_group_config_round_trips_and_is_left_out_when_uns
     orderly = SubscriptionGroupConfig("g", consume_message_orderly=True)
     assert SubscriptionGroupConfig.from_json(orderly.to_json()) == orderly
     assert "consumeMessageOrderly" not in SubscriptionGroupConfig("g").to_json()
+
+
+async def test_a_broker_that_is_not_readable_refuses_receives(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    running = await start_broker(nursery, make_config(tmp_path / "store", broker_permission=2))
+    try:
+        got = await receive(context_of(running))
+        assert got.status.code == code("FORBIDDEN")
+        assert got.order == ["status"]
+    finally:
+        await running.stop()
