@@ -11,8 +11,8 @@
 - QueryAssignment: push consumers in pop mode get one assignment per readable topic, the whole
   topic (queue id -1) on this broker, reached at the endpoints the client asked with.
 
-Refusals are answered in the response's `Status` (`broker.grpc.refusals`), never by ending the
-call with a gRPC error.
+Refusals are answered in the response's `Status` (`broker.grpc.receive.refusal`), never by
+ending the call with a gRPC error.
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ import structlog
 
 from broker.grpc.methods import CallContext, Kind, Message, Method, path
 from broker.grpc.outbound import duration_ms
-from broker.grpc.receive import receive_handler
-from broker.grpc.refusals import check_group, pop_service, refusal
+from broker.grpc.receive import check_group, pop_service, receive_handler, refusal
 from broker.grpc.status import ok, status
 from broker.pop.checks import parse_receipt, refuse
-from broker.pop.dead_letter import forward_to_dead_letter
 from broker.pop.receipt import Receipt
+from broker.pop.revive import forward_to_dead_letter
 from broker.pop.service import PopService
 from broker.topic_config import PERM_READ, PERM_WRITE
 from protocol.codes import ResponseCode

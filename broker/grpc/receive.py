@@ -7,6 +7,12 @@ topic's queues or the group's pop retry queue (the store's arrival listener wake
 polling) or the long polling timeout passes, never past the call's deadline less a margin for
 the answer to travel. The stream is a `status`, then each `message`, then a
 `delivery_timestamp`, as the proxy writes them; nothing found is a MESSAGE_NOT_FOUND status.
+
+Refusals of the consumer RPCs are answered in the response's `Status`: `refusal` turns
+`PopService`'s `HeaderFieldError` into one. `broker.grpc.status.from_remoting` maps the response
+code; a few refusals say more through the field they name, and 5.x clients act on those codes:
+a bad or stale receipt handle (INVALID_RECEIPT_HANDLE), an invisible time out of bounds
+(ILLEGAL_INVISIBLE_TIME), a group that may not consume.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ import trio
 
 from broker.grpc.methods import CallContext, Message
 from broker.grpc.outbound import duration_ms, timestamp, to_v5
-from broker.grpc.refusals import check_group, pop_service, refusal
-from broker.grpc.status import ok, status
+from broker.grpc.status import from_remoting, ok, status
+from broker.pop.checks import refuse
 from broker.pop.receipt import pop_retry_topic
 from broker.pop.service import MAX_POP_NUMS, PopResult, PopService
 from broker.topic_config import PERM_READ
+from protocol.admin_group import SubscriptionGroupConfig
+from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
 from protocol.v2 import load
 from store.decode import decode_copied_records
@@ -40,6 +48,51 @@ DEFAULT_INVISIBLE_MS: Final = 60_000
 DEADLINE_MARGIN_S: Final = 1.0
 #: the longest long polling a receive may ask for, s (the proxy's bound)
 MAX_LONG_POLLING_S: Final = 30.0
+
+
+#: the field a refusal names -> its 5.x code, before the response code's own
+FIELD_TO_V5: Final[dict[str, str]] = {
+    "extraInfo": "INVALID_RECEIPT_HANDLE",
+    "invisibleTime": "ILLEGAL_INVISIBLE_TIME",
+    "consumerGroup": "CONSUMER_GROUP_NOT_FOUND",
+}
+
+
+def refusal(exc: HeaderFieldError) -> Message:
+    """The `Status` of a refusal `PopService` raised."""
+    if exc.response_code == ResponseCode.NO_PERMISSION:
+        return status("FORBIDDEN", str(exc))
+    name = FIELD_TO_V5.get(exc.field)
+    if name is not None and exc.response_code != ResponseCode.SYSTEM_ERROR:
+        return status(name, str(exc))
+    if exc.response_code == ResponseCode.SYSTEM_ERROR:
+        log.warning("grpc_consume_failed", field=exc.field, reason=str(exc))
+    return from_remoting(exc.response_code, str(exc))
+
+
+def pop_service(broker: BrokerContext) -> PopService:
+    pop = broker.pop
+    if pop is None or broker.consume is None:
+        raise refuse(ResponseCode.SYSTEM_ERROR, "pop consumption is not served by a slave broker")
+    return pop
+
+
+async def check_group(broker: BrokerContext, group: str) -> SubscriptionGroupConfig:
+    """The group's config: it exists (or may be created) and may consume."""
+    config = await broker.groups.find_or_create(group)
+    if config is None:
+        raise refuse(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{group}] does not exist",
+            "consumerGroup",
+        )
+    if not config.consume_enable:
+        raise refuse(
+            ResponseCode.NO_PERMISSION,
+            f"subscription group no permission, {group}",
+            "consumerGroup",
+        )
+    return config
 
 
 def _response(**content: Message) -> Message:
