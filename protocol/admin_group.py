@@ -119,9 +119,12 @@ class SubscriptionGroupConfig:
     broker_id: int = MASTER_ID
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: RocketMQ 5's FIFO groups: pops hand out a queue's messages one batch at a time, in order
+    #: (written only when set: 4.9's tools do not know the field)
+    consume_message_orderly: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "brokerId": self.broker_id,
             "consumeBroadcastEnable": self.consume_broadcast_enable,
             "consumeEnable": self.consume_enable,
@@ -132,6 +135,9 @@ class SubscriptionGroupConfig:
             "retryQueueNums": self.retry_queue_nums,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
         }
+        if self.consume_message_orderly:
+            out["consumeMessageOrderly"] = True
+        return out
 
     @classmethod
     def read(cls, d: JsonObject) -> SubscriptionGroupConfig:
@@ -145,6 +151,7 @@ class SubscriptionGroupConfig:
             d.long("brokerId", MASTER_ID),
             d.long("whichBrokerWhenConsumeSlowly", 1),
             d.boolean("notifyConsumerIdsChangedEnable", True),
+            d.boolean("consumeMessageOrderly", False),
         )
 
     @classmethod

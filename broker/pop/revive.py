@@ -10,6 +10,11 @@ in the group's pop retry topic with one more reconsume time, or in `%DLQ%<group>
 reconsume times reached the group's `retryMaxTimes`. Then the revive group's offset of each
 revive queue moves to its oldest checkpoint still in flight, so a restart replays no less
 than it must; a message revived just before a kill -9 may be revived twice (at least once).
+
+`forward_to_dead_letter` is RocketMQ 5's ForwardMessageToDeadLetterQueue: a push consumer
+decided the message failed too often, so it is stored in `%DLQ%<group>` with one more
+reconsume time and acknowledged, never revived; a receipt handle with nothing in flight under
+it is refused NO_MESSAGE, as a change of invisible time is.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import TYPE_CHECKING, Final
 import structlog
 import trio
 
+from broker.pop.checks import parse_receipt, refuse
 from broker.pop.receipt import pop_retry_topic
 from broker.pop.records import (
     FIRST_POP_TIME,
@@ -31,6 +37,7 @@ from broker.pop.records import (
 from broker.responses import STORED
 from broker.rewrites import dead_letter_topic, past_retry_limit, send_back_topic, stored_again
 from broker.topic_config import RETRY_GROUP_TOPIC_PREFIX
+from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
 from protocol.properties import MessageConst, decode_properties
 from store.decode import decode_copied_records
@@ -230,3 +237,60 @@ class Reviver:
 def _normal_topic(topic: str, group: str) -> str:
     prefix = pop_retry_topic("", group)
     return topic[len(prefix) :] if topic.startswith(prefix) else topic
+
+
+async def forward_to_dead_letter(service: PopService, group: str, topic: str, extra: str) -> str:
+    """Store the message `extra` names in the group's DLQ and acknowledge it; the DLQ's name."""
+    broker = service.broker
+    consume = broker.consume
+    assert consume is not None
+    receipt = parse_receipt(extra)
+    real = receipt.real_topic(topic, group)
+    service.check_topic(topic, -1)
+    key = (group, real, receipt.queue_id, receipt.ck_offset, receipt.pop_time)
+    ck = service.inflight.get(key)
+    if ck is None or receipt.queue_offset not in ck.unacked():
+        raise refuse(
+            ResponseCode.NO_MESSAGE,
+            f"no message in flight for this receipt handle (offset {receipt.queue_offset}): "
+            "acknowledged or visible again",
+            "extraInfo",
+        )
+    found = consume.get_message(real, receipt.queue_id, receipt.queue_offset, 1)
+    records = [r for data in found.messages for r in decode_copied_records(data)]
+    if not records or records[0].queue_offset != receipt.queue_offset:
+        raise refuse(
+            ResponseCode.NO_MESSAGE,
+            f"message {receipt.queue_offset} of {real} queue {receipt.queue_id} is gone",
+            "extraInfo",
+        )
+    record = records[0]
+    props = decode_properties(record.properties)
+    props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+    props.setdefault(MessageConst.RETRY_TOPIC, topic)
+    target, created = dead_letter_topic(broker.topics, group)
+    if created:
+        await broker.topics.persist()
+    message = stored_again(
+        record,
+        props,
+        target.topic_name,
+        0,
+        store_host=broker.store_host,
+        reconsume_times=record.reconsume_times + 1,
+    )
+    result = await broker.store.put_message(message)
+    if result.status not in STORED:
+        raise refuse(
+            ResponseCode.SYSTEM_ERROR, f"the dead letter queue refused the message: {result.status}"
+        )
+    await service.ack(group, topic, receipt.queue_id, receipt.queue_offset, extra)
+    log.info(
+        "pop_message_dead_lettered",
+        group=group,
+        topic=real,
+        queue=receipt.queue_id,
+        offset=receipt.queue_offset,
+        by="consumer",
+    )
+    return target.topic_name

@@ -1,0 +1,258 @@
+"""ReceiveMessage: RocketMQ 5's pop over gRPC, streamed as the 5.x proxy streams it.
+
+A receive pops up to `batch_size` messages of the queue asked for (queue id -1, as push
+consumers' assignments name it: any queue of the topic) for the group, hidden for the
+invisible duration. Nothing there: the call is held until a message arrives on one of the
+topic's queues or the group's pop retry queue (the store's arrival listener wakes it, no
+polling) or the long polling timeout passes, never past the call's deadline less a margin for
+the answer to travel. The stream is a `status`, then each `message`, then a
+`delivery_timestamp`, as the proxy writes them; nothing found is a MESSAGE_NOT_FOUND status.
+
+Refusals of the consumer RPCs are answered in the response's `Status`: `refusal` turns
+`PopService`'s `HeaderFieldError` into one. `broker.grpc.status.from_remoting` maps the response
+code; a few refusals say more through the field they name, and 5.x clients act on those codes:
+a bad or stale receipt handle (INVALID_RECEIPT_HANDLE), an invisible time out of bounds
+(ILLEGAL_INVISIBLE_TIME), a group that may not consume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Final
+
+import structlog
+import trio
+
+from broker.grpc.methods import CallContext, Message
+from broker.grpc.outbound import duration_ms, timestamp, to_v5
+from broker.grpc.status import from_remoting, ok, status
+from broker.pop.checks import refuse
+from broker.pop.receipt import pop_retry_topic
+from broker.pop.service import MAX_POP_NUMS, PopResult, PopService
+from broker.topic_config import PERM_READ
+from protocol.admin_group import SubscriptionGroupConfig
+from protocol.codes import ResponseCode
+from protocol.errors import HeaderFieldError
+from protocol.v2 import load
+from store.decode import decode_copied_records
+from store.get_message import TagFilter
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+
+log = structlog.get_logger()
+
+#: the invisible time of a receive that names none (push consumers with auto renew), ms
+DEFAULT_INVISIBLE_MS: Final = 60_000
+#: a receive is answered this long before the call's deadline at the latest, s
+DEADLINE_MARGIN_S: Final = 1.0
+#: the longest long polling a receive may ask for, s (the proxy's bound)
+MAX_LONG_POLLING_S: Final = 30.0
+
+
+#: the field a refusal names -> its 5.x code, before the response code's own
+FIELD_TO_V5: Final[dict[str, str]] = {
+    "extraInfo": "INVALID_RECEIPT_HANDLE",
+    "invisibleTime": "ILLEGAL_INVISIBLE_TIME",
+    "consumerGroup": "CONSUMER_GROUP_NOT_FOUND",
+}
+
+
+def refusal(exc: HeaderFieldError) -> Message:
+    """The `Status` of a refusal `PopService` raised."""
+    if exc.response_code == ResponseCode.NO_PERMISSION:
+        return status("FORBIDDEN", str(exc))
+    name = FIELD_TO_V5.get(exc.field)
+    if name is not None and exc.response_code != ResponseCode.SYSTEM_ERROR:
+        return status(name, str(exc))
+    if exc.response_code == ResponseCode.SYSTEM_ERROR:
+        log.warning("grpc_consume_failed", field=exc.field, reason=str(exc))
+    return from_remoting(exc.response_code, str(exc))
+
+
+def pop_service(broker: BrokerContext) -> PopService:
+    pop = broker.pop
+    if pop is None or broker.consume is None:
+        raise refuse(ResponseCode.SYSTEM_ERROR, "pop consumption is not served by a slave broker")
+    return pop
+
+
+async def check_group(broker: BrokerContext, group: str) -> SubscriptionGroupConfig:
+    """The group's config: it exists (or may be created) and may consume."""
+    config = await broker.groups.find_or_create(group)
+    if config is None:
+        raise refuse(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{group}] does not exist",
+            "consumerGroup",
+        )
+    if not config.consume_enable:
+        raise refuse(
+            ResponseCode.NO_PERMISSION,
+            f"subscription group no permission, {group}",
+            "consumerGroup",
+        )
+    return config
+
+
+def _response(**content: Message) -> Message:
+    _, service = load()
+    return service.ReceiveMessageResponse(**content)
+
+
+def _filter(request: Message) -> TagFilter:
+    """The request's TAG filter; SQL92 is refused (the store filters by tag only)."""
+    definition, _ = load()
+    expression = request.filter_expression
+    kind = definition.FilterType.Name(expression.type)
+    if kind == "SQL":
+        raise _RefusedError(
+            "NOT_IMPLEMENTED", "SQL92 filters are not supported by this broker, only TAG"
+        )
+    return TagFilter.parse(expression.expression)
+
+
+class _RefusedError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def receive_handler(
+    broker: BrokerContext,
+) -> Callable[[Message, CallContext], AsyncIterator[Message]]:
+    async def receive(request: Message, context: CallContext) -> AsyncIterator[Message]:
+        group = request.group.name
+        topic = request.message_queue.topic.name
+        namespace = request.message_queue.topic.resource_namespace
+        try:
+            service = pop_service(broker)
+            if not broker.config.broker_permission & PERM_READ:
+                raise _RefusedError("FORBIDDEN", f"the broker[{broker.addr}] is not readable")
+            tag_filter = _filter(request)
+            if not group:
+                raise _RefusedError("ILLEGAL_CONSUMER_GROUP", "the request names no consumer group")
+            if not topic:
+                raise _RefusedError("ILLEGAL_TOPIC", "the request names no topic")
+            queue_id = request.message_queue.id
+            service.check_topic(topic, queue_id)
+            order = (await check_group(broker, group)).consume_message_orderly
+            invisible_ms = (
+                duration_ms(request.invisible_duration)
+                if request.HasField("invisible_duration") and not request.auto_renew
+                else DEFAULT_INVISIBLE_MS
+            )
+            batch = min(max(request.batch_size, 1), MAX_POP_NUMS)
+            poll_s = (
+                min(duration_ms(request.long_polling_timeout) / 1000, MAX_LONG_POLLING_S)
+                if request.HasField("long_polling_timeout")
+                else 0.0
+            )
+            until = min(trio.current_time() + poll_s, context.deadline - DEADLINE_MARGIN_S)
+
+            async def once() -> PopResult:
+                return await service.pop(
+                    group,
+                    topic,
+                    queue_id,
+                    max_nums=batch,
+                    invisible_ms=invisible_ms,
+                    tag_filter=tag_filter,
+                    order=order,
+                )
+
+            result = await _long_poll(service, topic, group, once, until)
+        except HeaderFieldError as exc:
+            yield _response(status=refusal(exc))
+            return
+        except _RefusedError as exc:
+            yield _response(status=status(exc.code, exc.message))
+            return
+        if not result.messages:
+            yield _response(status=status("MESSAGE_NOT_FOUND", "no new message"))
+            return
+        yield _response(status=ok())
+        attempts = order_attempts(result.order_count_info)
+        for data in result.messages:
+            for record in decode_copied_records(data):
+                attempt = attempts.get((record.queue_id, record.queue_offset))
+                yield _response(
+                    message=to_v5(
+                        record,
+                        topic=topic,
+                        namespace=namespace,
+                        invisible_ms=invisible_ms,
+                        attempt=attempt,
+                    )
+                )
+        yield _response(delivery_timestamp=timestamp(broker.store.now_ms()))
+
+    return receive
+
+
+def order_attempts(info: str) -> dict[tuple[int, int], int]:
+    """(queue id, offset) -> delivery attempt, from a FIFO pop's orderCountInfo entries
+    "<retry> qo<queueId>%<offset> <times handed out before>"."""
+    out: dict[tuple[int, int], int] = {}
+    for entry in filter(None, info.split(";")):
+        _, where, times = entry.split(" ")
+        queue_id, offset = where.removeprefix("qo").split("%")
+        out[int(queue_id), int(offset)] = int(times) + 1
+    return out
+
+
+async def _long_poll(
+    service: PopService,
+    topic: str,
+    group: str,
+    once: Callable[[], Awaitable[PopResult]],
+    until: float,
+) -> PopResult:
+    """Pop; while nothing is there and time is left, wait for an arrival and pop again."""
+    broker = service.broker
+    consume = broker.consume
+    assert consume is not None
+    waiters = broker.pull_waiters
+    result: PopResult = await once()
+    while not result.messages and not waiters.released:
+        left = until - trio.current_time()
+        if left <= 0:
+            break
+        config = broker.topics.find(topic)
+        queues = [(topic, q) for q in range(config.read_queue_nums if config else 0)]
+        retry = broker.topics.find(pop_retry_topic(topic, group))
+        if retry is not None:
+            queues += [(retry.topic_name, q) for q in range(retry.read_queue_nums)]
+        ends = {key: consume.max_offset_in_queue(*key) for key in queues}
+        if not await _wait_any(service, ends, left):
+            break
+        result = await once()
+    return result
+
+
+async def _wait_any(
+    service: PopService, ends: dict[tuple[str, int], int], timeout_s: float
+) -> bool:
+    """Wait until one of the queues grows past its end in `ends`, or `timeout_s`; True if one
+    did."""
+    consume = service.broker.consume
+    assert consume is not None
+    waiters = service.broker.pull_waiters
+    arrived = False
+    with trio.move_on_after(timeout_s):
+        async with trio.open_nursery() as nursery:
+
+            async def watch(topic: str, queue_id: int, end: int) -> None:
+                nonlocal arrived
+                # the end is read again with no checkpoint before the wait registers, so an
+                # arrival since the pop is never missed
+                if consume.max_offset_in_queue(topic, queue_id) != end or await waiters.wait(
+                    topic, queue_id, timeout_s
+                ):
+                    arrived = True
+                    nursery.cancel_scope.cancel()
+
+            for (topic, queue_id), end in ends.items():
+                nursery.start_soon(watch, topic, queue_id, end)
+    return arrived

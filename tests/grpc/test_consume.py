@@ -1,0 +1,291 @@
+"""The consumer RPCs of RocketMQ 5 answered in process over a running broker (messages sent by
+the 4.x remoting producer over loopback): what a receive streams and in which order, the
+system properties a 5.x client reads, long polling woken by an arrival and bounded by the
+deadline, acks per entry, a change of invisible duration, the dead letter queue at the
+consumer's word, assignments, and each refusal's 5.x code."""
+
+from __future__ import annotations
+
+import pathlib
+import zlib
+
+import trio
+
+from broker.context import BrokerContext
+from protocol.admin_group import SubscriptionGroupConfig
+from protocol.v2 import load
+from rmq_client.producer import Message, Producer
+from tests.conftest import RunningBroker, make_config, start_broker
+from tests.grpc.consume_calls import (
+    GROUP,
+    TOPIC,
+    ack,
+    change,
+    code,
+    receive,
+    receive_until,
+    resource,
+    unary,
+)
+
+
+def context_of(broker: RunningBroker) -> BrokerContext:
+    return broker.server.broker
+
+
+async def test_a_receive_streams_status_messages_then_delivery_time_and_acks_remove_them(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    sent = await producer.send(
+        Message(TOPIC, b"one", tags="TagA", keys=["k1", "k2"], properties={"color": "red"})
+    )
+    await producer.send(Message(TOPIC, b"two", tags="TagB"))
+    ctx = context_of(broker)
+    got = await receive(ctx)
+    assert got.status.code == code("OK")
+    assert got.order == ["status", "message", "message", "delivery_timestamp"]
+    first = next(m for m in got.messages if m.body == b"one")
+    system = first.system_properties
+    assert first.topic.name == TOPIC
+    assert system.message_id == sent.msg_id
+    assert system.tag == "TagA"
+    assert list(system.keys) == ["k1", "k2"]
+    assert dict(first.user_properties) == {"color": "red"}
+    assert system.delivery_attempt == 1
+    assert system.queue_id == sent.queue_id
+    assert system.queue_offset == sent.queue_offset
+    assert system.body_digest.checksum == format(zlib.crc32(b"one"), "08X")
+    assert system.invisible_duration.seconds == 60
+    assert system.receipt_handle
+    assert system.born_timestamp.seconds > 0
+    assert system.store_timestamp.seconds > 0
+    # both are in flight: nothing more to receive
+    again = await receive(ctx)
+    assert again.status.code == code("MESSAGE_NOT_FOUND")
+    assert again.messages == []
+    answer = await ack(
+        ctx,
+        *[
+            (m.system_properties.message_id, m.system_properties.receipt_handle)
+            for m in got.messages
+        ],
+    )
+    assert answer.status.code == code("OK")
+    assert [e.status.code for e in answer.entries] == [code("OK")] * 2
+    pop = ctx.pop
+    assert pop is not None
+    assert pop.inflight == {}
+
+
+async def test_long_polling_is_woken_by_an_arrival(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    await producer.send(Message(TOPIC, b"make the topic"))
+    ctx = context_of(broker)
+    await ack(
+        ctx,
+        *[
+            (m.system_properties.message_id, m.system_properties.receipt_handle)
+            for m in (await receive(ctx)).messages
+        ],
+    )
+    result = []
+
+    async def held() -> None:
+        result.append(await receive(ctx, polling_ms=20_000))
+
+    with trio.fail_after(10):  # far below the 20 s poll: only an arrival ends it
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(held)
+            await trio.sleep(0.3)
+            assert result == []  # held, not answered at once
+            await producer.send(Message(TOPIC, b"late"))
+    assert [m.body for m in result[0].messages] == [b"late"]
+
+
+async def test_long_polling_ends_before_the_call_deadline(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    await producer.send(Message(TOPIC, b"x"))
+    ctx = context_of(broker)
+    await receive(ctx)  # x is in flight now
+    with trio.fail_after(10):
+        got = await receive(ctx, polling_ms=30_000, deadline=trio.current_time() + 1.5)
+    assert got.status.code == code("MESSAGE_NOT_FOUND")
+
+
+async def test_an_unacked_message_comes_back_with_delivery_attempt_two(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    await producer.send(Message(TOPIC, b"again"))
+    ctx = context_of(broker)
+    first = await receive(ctx, invisible_ms=1_000)
+    assert [m.body for m in first.messages] == [b"again"]
+    second = await receive_until(ctx, 15)
+    assert [m.body for m in second.messages] == [b"again"]
+    one, two = first.messages[0].system_properties, second.messages[0].system_properties
+    assert two.delivery_attempt == 2
+    assert two.message_id == one.message_id
+    assert two.receipt_handle != one.receipt_handle
+    lapsed = await ack(ctx, (one.message_id, one.receipt_handle))
+    assert lapsed.status.code == code("INVALID_RECEIPT_HANDLE")  # handed on: acks nothing
+    answer = await ack(ctx, (two.message_id, two.receipt_handle))
+    assert answer.status.code == code("OK")
+
+
+async def test_change_invisible_duration_gives_a_new_receipt_and_refusals_have_codes(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    await producer.send(Message(TOPIC, b"slow"))
+    ctx = context_of(broker)
+    message = (await receive(ctx, invisible_ms=1_000)).messages[0]
+    old = message.system_properties.receipt_handle
+    changed = await change(ctx, message, old, 60_000)
+    assert changed.status.code == code("OK")
+    assert changed.receipt_handle and changed.receipt_handle != old
+    # the old handle names nothing in flight any more
+    stale = await change(ctx, message, old, 60_000)
+    assert stale.status.code == code("INVALID_RECEIPT_HANDLE")
+    short = await change(ctx, message, changed.receipt_handle, 10)
+    assert short.status.code == code("ILLEGAL_INVISIBLE_TIME")
+    # past the first invisible second the message stays hidden under its new receipt
+    await trio.sleep(2.5)
+    assert (await receive(ctx)).status.code == code("MESSAGE_NOT_FOUND")
+    done = await ack(ctx, (message.system_properties.message_id, changed.receipt_handle))
+    assert done.status.code == code("OK")
+
+
+async def test_ack_answers_each_entry(broker: RunningBroker, producer: Producer) -> None:
+    await producer.send(Message(TOPIC, b"a"))
+    ctx = context_of(broker)
+    message = (await receive(ctx)).messages[0]
+    system = message.system_properties
+    mixed = await ack(ctx, (system.message_id, system.receipt_handle), ("bad", "not a receipt"))
+    assert mixed.status.code == code("MULTIPLE_RESULTS")
+    assert [e.status.code for e in mixed.entries] == [code("OK"), code("INVALID_RECEIPT_HANDLE")]
+    assert mixed.entries[1].message_id == "bad"
+    bad = await ack(ctx, ("bad", "0 0 0 0 0 other-broker 0 0"))
+    assert bad.status.code == code("INVALID_RECEIPT_HANDLE")
+
+
+async def test_forward_to_dead_letter_queue_stores_it_there_and_it_never_comes_back(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    await producer.send(Message(TOPIC, b"poison", tags="T"))
+    ctx = context_of(broker)
+    message = (await receive(ctx, invisible_ms=1_000)).messages[0]
+    system = message.system_properties
+    answer = await unary(
+        ctx,
+        "ForwardMessageToDeadLetterQueue",
+        group=resource(GROUP),
+        topic=resource(TOPIC),
+        receipt_handle=system.receipt_handle,
+        message_id=system.message_id,
+        delivery_attempt=1,
+        max_delivery_attempts=1,
+    )
+    assert answer.status.code == code("OK")
+    dead = await receive(ctx, group="dlq-reader", topic=f"%DLQ%{GROUP}")
+    assert [m.body for m in dead.messages] == [b"poison"]
+    assert dead.messages[0].system_properties.message_id == system.message_id
+    await trio.sleep(2.5)  # past its invisible time: acknowledged, so not revived
+    assert (await receive(ctx)).status.code == code("MESSAGE_NOT_FOUND")
+    twice = await unary(
+        ctx,
+        "ForwardMessageToDeadLetterQueue",
+        group=resource(GROUP),
+        topic=resource(TOPIC),
+        receipt_handle=system.receipt_handle,
+    )
+    assert twice.status.code == code("INVALID_RECEIPT_HANDLE")
+
+
+async def test_query_assignment_names_the_whole_topic_on_this_broker(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    await producer.send(Message(TOPIC, b"x"))
+    ctx = context_of(broker)
+    definition, _ = load()
+    endpoints = definition.Endpoints(addresses=[definition.Address(host="127.0.0.1", port=8081)])
+    answer = await unary(
+        ctx, "QueryAssignment", topic=resource(TOPIC), group=resource(GROUP), endpoints=endpoints
+    )
+    assert answer.status.code == code("OK")
+    [assignment] = answer.assignments
+    queue = assignment.message_queue
+    assert (queue.topic.name, queue.id) == (TOPIC, -1)
+    assert queue.broker.name == broker.config.broker_name
+    assert queue.broker.endpoints == endpoints
+    missing = await unary(
+        ctx, "QueryAssignment", topic=resource("NoSuchTopic"), group=resource(GROUP)
+    )
+    assert missing.status.code == code("TOPIC_NOT_FOUND")
+
+
+async def test_filters_and_refusals_of_a_receive(broker: RunningBroker, producer: Producer) -> None:
+    await producer.send(Message(TOPIC, b"a", tags="TagA"))
+    await producer.send(Message(TOPIC, b"b", tags="TagB"))
+    ctx = context_of(broker)
+    tagged = await receive(ctx, expression="TagB")
+    assert [m.body for m in tagged.messages] == [b"b"]
+    sql = await receive(ctx, group="sql-group", filter_type="SQL", expression="a > 1")
+    assert sql.status.code == code("NOT_IMPLEMENTED")
+    assert sql.order == ["status"]
+    missing = await receive(ctx, topic="NoSuchTopic")
+    assert missing.status.code == code("TOPIC_NOT_FOUND")
+    bad_queue = await receive(ctx, queue_id=99)
+    assert bad_queue.status.code == code("BAD_REQUEST")
+    short = await receive(ctx, group="other", invisible_ms=10)
+    assert short.status.code == code("ILLEGAL_INVISIBLE_TIME")
+    nameless = await receive(ctx, group="")
+    assert nameless.status.code == code("ILLEGAL_CONSUMER_GROUP")
+
+
+async def test_a_fifo_group_gets_a_queue_in_order_with_its_own_attempt_count(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    ctx = context_of(broker)
+    ctx.groups.put(SubscriptionGroupConfig(GROUP, consume_message_orderly=True))
+    for body in (b"m1", b"m2", b"m3"):
+        await producer.send(Message(TOPIC, body, queue_id=0))
+    first = await receive(ctx, batch=1)
+    [m1] = first.messages
+    assert (m1.body, m1.system_properties.delivery_attempt) == (b"m1", 1)
+    assert (await receive(ctx)).status.code == code("MESSAGE_NOT_FOUND")  # m2 waits for m1
+    held = []
+
+    async def hold() -> None:
+        held.append(await receive(ctx, batch=1, invisible_ms=1_000, polling_ms=20_000))
+
+    with trio.fail_after(10):  # far below the poll: the ack wakes the held receive
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hold)
+            await trio.sleep(0.3)
+            assert held == []
+            system = m1.system_properties
+            await ack(ctx, (system.message_id, system.receipt_handle))
+    [m2] = held[0].messages
+    assert (m2.body, m2.system_properties.delivery_attempt) == (b"m2", 1)
+    # m2 not acked: it comes back, before m3, counted by the FIFO pop
+    again = await receive_until(ctx, 15, batch=1)
+    [m2_again] = again.messages
+    assert (m2_again.body, m2_again.system_properties.delivery_attempt) == (b"m2", 2)
+
+
+def test_the_orderly_flag_of_a_group_config_round_trips_and_is_left_out_when_unset() -> None:
+    orderly = SubscriptionGroupConfig("g", consume_message_orderly=True)
+    assert SubscriptionGroupConfig.from_json(orderly.to_json()) == orderly
+    assert "consumeMessageOrderly" not in SubscriptionGroupConfig("g").to_json()
+
+
+async def test_a_broker_that_is_not_readable_refuses_receives(
+    nursery: trio.Nursery, tmp_path: pathlib.Path
+) -> None:
+    running = await start_broker(nursery, make_config(tmp_path / "store", broker_permission=2))
+    try:
+        got = await receive(context_of(running))
+        assert got.status.code == code("FORBIDDEN")
+        assert got.order == ["status"]
+    finally:
+        await running.stop()
