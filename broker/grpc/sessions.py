@@ -212,7 +212,7 @@ class SessionService:
         if settings.HasField("subscription"):
             found = self.broker.groups.find(settings.subscription.group.name)
             retries = found.retry_max_times if found is not None else 16
-            answer.subscription.fifo = False
+            answer.subscription.fifo = found is not None and found.consume_message_orderly
             answer.subscription.receive_batch_size = RECEIVE_BATCH_SIZE
             answer.subscription.long_polling_timeout.CopyFrom(_duration(LONG_POLLING_TIMEOUT_S))
             levels = self.broker.delay_levels_ms[2:] or (1000,)

@@ -13,6 +13,7 @@ import trio
 from broker.grpc.methods import CallContext, path
 from broker.grpc.service import methods
 from broker.grpc.sessions import CLIENT_ID_KEY, MAX_SESSIONS_PER_CONNECTION, SessionService
+from protocol.admin_group import SubscriptionGroupConfig
 from protocol.v2 import load
 from tests.conftest import RunningBroker
 from tests.grpc.test_produce_handlers import CONTEXT, ENDPOINT, code, message, pull_all, send
@@ -104,6 +105,26 @@ async def test_telemetry_consumer_settings_carry_the_group_retry_policy(
     assert answer.settings.backoff_policy.max_attempts == 17  # 16 retries, 4.9's default
     backoff = answer.settings.backoff_policy.customized_backoff.next
     assert backoff[0].seconds == 10  # the first retry waits delay level 3
+    assert answer.settings.subscription.fifo is False
+    await stream.to_server.aclose()
+
+
+async def test_an_orderly_group_is_told_to_consume_fifo(
+    broker: RunningBroker, nursery: trio.Nursery
+) -> None:
+    """The PushConsumer consumes a message group in order only when the settings say fifo."""
+    broker.server.broker.groups.put(
+        SubscriptionGroupConfig("GrpcOrderly", consume_message_orderly=True)
+    )
+    stream = Stream()
+    nursery.start_soon(handler(broker, "Telemetry"), stream.requests(), stream.send, CONTEXT)
+    subscription = definition.Subscription(group=definition.Resource(name="GrpcOrderly"))
+    settings = definition.Settings(
+        client_type=definition.ClientType.Value("PUSH_CONSUMER"), subscription=subscription
+    )
+    await stream.to_server.send(service.TelemetryCommand(settings=settings))
+    answer = await stream.wait_for(lambda a: a.HasField("settings"))
+    assert answer.settings.subscription.fifo is True
     await stream.to_server.aclose()
 
 
