@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import errno
 import gc
-import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import structlog
 import trio
 
-from broker.acl.validator import shared_validator
 from broker.admin import registry as admin_registry
-from broker.config import BrokerConfig, ConfigError, HostPort
+from broker.config import BrokerConfig, HostPort
 from broker.connection import Connection, peer_address
 from broker.consumer_offsets import ConsumerOffsetManager
 from broker.context import BrokerContext
@@ -40,7 +38,7 @@ from broker.resources import bind_error, raise_open_files_limit
 from broker.schedule import ScheduleMessageService
 from broker.store_metrics import serving_metrics, timed_flusher
 from broker.subscription_group import SubscriptionGroupManager
-from broker.tls import shared_acceptor
+from broker.tls import check_security_files
 from broker.topic_config import TopicConfigManager
 from broker.transaction import TransactionService
 from store.config import BrokerRole
@@ -221,25 +219,6 @@ async def _open_listeners(key: str, address: HostPort) -> list[trio.SocketListen
 
 def _bound(listeners: list[trio.SocketListener]) -> list[tuple[str, int]]:
     return [tuple(listener.socket.getsockname()[:2]) for listener in listeners]
-
-
-def check_security_files(config: BrokerConfig) -> None:
-    """Load the ACL file and the TLS certificates now, so that a broker configured with
-    unusable ones refuses to start instead of refusing every connection later.
-
-    Raises `ConfigError` naming the key and the problem.
-    """
-    if config.acl_enable:
-        validator = shared_validator(config.acl_file)
-        if validator.version is None:
-            # one line: a YAML error spans several
-            raise ConfigError("acl_file", " ".join((validator.error or "cannot be loaded").split()))
-    try:
-        shared_acceptor(config)
-    except (ssl.SSLError, OSError, ValueError) as exc:
-        raise ConfigError(
-            "tls_server_cert", f"the certificate or key cannot be used: {exc}"
-        ) from None
 
 
 async def serve(

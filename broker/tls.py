@@ -260,3 +260,25 @@ async def start_tls(
     except TlsHandshakeError as exc:
         log.info("tls_refused", reason=exc.reason, error=str(exc))
         raise
+
+
+def check_security_files(config: BrokerConfig) -> None:
+    """Load the ACL file and the TLS certificates now, so that a broker configured with
+    unusable ones refuses to start instead of refusing every connection later.
+
+    Raises `ConfigError` naming the key and the problem.
+    """
+    from broker.acl.validator import shared_validator
+    from broker.config import ConfigError
+
+    if config.acl_enable:
+        validator = shared_validator(config.acl_file)
+        if validator.version is None:
+            # one line: a YAML error spans several
+            raise ConfigError("acl_file", " ".join((validator.error or "cannot be loaded").split()))
+    try:
+        shared_acceptor(config)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise ConfigError(
+            "tls_server_cert", f"the certificate or key cannot be used: {exc}"
+        ) from None

@@ -32,7 +32,7 @@ from store.flush import (
     GroupCommitService,
     thread_flusher,
 )
-from store.index.service import open_index
+from store.index import open_index
 from store.mapped_file import create_segment_file, make_dirs
 from store.mapped_file_queue import MappedFileQueue
 from store.message import MessageExtBrokerInner, PutMessageResult

@@ -26,6 +26,7 @@ import mmap
 import operator
 import os
 import struct
+import time
 from typing import Final
 
 from store.message import java_string_hash
@@ -316,3 +317,17 @@ def _allocate(fd: int, offset: int, length: int) -> None:
         if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
             raise
         # a file system without fallocate: the range stays a hole, as 4.9's files are
+
+
+#: index files are named by their creation time, `yyyyMMddHHmmssSSS`
+INDEX_NAME_LENGTH: Final = 17
+
+
+def index_file_name(now_ms: int) -> str:
+    """The name of an index file created at `now_ms` (local time, as 4.9 names them)."""
+    seconds, millis = divmod(now_ms, 1000)
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + f"{millis:03d}"
+
+
+def is_index_name(name: str) -> bool:
+    return len(name) == INDEX_NAME_LENGTH and name.isascii() and name.isdigit()

@@ -40,9 +40,14 @@ import structlog
 import trio
 
 from store.checkpoint import atomic_write
-from store.config import MessageStoreConfig
 from store.decode import CommitLogRecord
-from store.index.index_file import IndexFile, index_keys
+from store.index.index_file import (
+    INDEX_NAME_LENGTH,
+    IndexFile,
+    index_file_name,
+    index_keys,
+    is_index_name,
+)
 from store.mapped_file import fsync_dir, make_dirs
 from store.message import TRANSACTION_ROLLBACK_TYPE, get_transaction_value
 from store.reader import CommitLogReader, SegmentGoneError
@@ -71,7 +76,6 @@ def _vectorised_modules() -> tuple[ModuleType, ModuleType] | None:
 
 #: 4.9's `maxMsgsNumBatch`: the most offsets one query returns
 MAX_MSGS_NUM_BATCH: Final = 64
-_NAME_LENGTH: Final = 17
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +85,6 @@ class QueryOffsetResult:
     offsets: list[int]
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
-
-
-def _name_for(now_ms: int) -> str:
-    seconds, millis = divmod(now_ms, 1000)
-    return time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + f"{millis:03d}"
 
 
 class IndexService:
@@ -129,7 +128,7 @@ class IndexService:
         """Load the files, cut them to the checkpoint and to `log_max` (module docstring)."""
         service = cls(root, hash_slot_num, index_num, log_min)
         make_dirs(service.dir)
-        names = sorted(n for n in os.listdir(service.dir) if _is_index_name(n))
+        names = sorted(n for n in os.listdir(service.dir) if is_index_name(n))
         saved = service._read_checkpoint()
         if saved is None:
             service._drop_all(names)
@@ -315,9 +314,9 @@ class IndexService:
         return self._roll(self.files[-1] if self.files else None)
 
     def _roll(self, full: IndexFile | None) -> IndexFile:
-        name = _name_for(time.time_ns() // 1_000_000)
+        name = index_file_name(time.time_ns() // 1_000_000)
         if self.files and name <= self.files[-1].name:
-            name = f"{int(self.files[-1].name) + 1:0{_NAME_LENGTH}d}"
+            name = f"{int(self.files[-1].name) + 1:0{INDEX_NAME_LENGTH}d}"
         created = IndexFile(
             os.path.join(self.dir, name),
             self.hash_slot_num,
@@ -390,23 +389,3 @@ class IndexService:
                 index_file.close()
             self.files.clear()
             self.reader.close()
-
-
-def _is_index_name(name: str) -> bool:
-    return len(name) == _NAME_LENGTH and name.isascii() and name.isdigit()
-
-
-def open_index(
-    config: MessageStoreConfig, log_min: int, log_max: int, abnormal: bool
-) -> IndexService | None:
-    """The store's index as `config` asks for it (None when `message_index_enable` is off)."""
-    if not config.message_index_enable:
-        return None
-    return IndexService.open(
-        config.store_path_root_dir,
-        config.max_hash_slot_num,
-        config.max_index_num,
-        log_min=log_min,
-        log_max=log_max,
-        abnormal=abnormal,
-    )
