@@ -10,14 +10,15 @@ flush, checkpoint, abort file removed). Signals are the CLI's business.
 
 from __future__ import annotations
 
-import errno
 import gc
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 import structlog
 import trio
 
+from broker.accept import accept_forever
 from broker.admin import registry as admin_registry
 from broker.config import BrokerConfig, HostPort
 from broker.connection import Connection, peer_address
@@ -47,8 +48,6 @@ from store.message_store import DefaultMessageStore
 log = structlog.get_logger()
 
 #: accept errors that mean "out of a resource for now": the connection stays in the backlog
-ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
-ACCEPT_RETRY_S = 0.1
 
 
 class BrokerServer:
@@ -101,38 +100,12 @@ class BrokerServer:
 
         async with trio.open_nursery() as accepting:
             for listener in listeners:
-                accepting.start_soon(self._accept_loop, listener, handler, nursery)
-
-    async def _accept_loop(
-        self,
-        listener: trio.SocketListener,
-        handler: Callable[[trio.SocketStream], Awaitable[None]],
-        nursery: trio.Nursery,
-    ) -> None:
-        """Accept connections for ever. Out of descriptors or memory (EMFILE and the like), the
-        connection waits in the backlog and accepting is retried every `ACCEPT_RETRY_S`: one
-        `accept_failed` event per spell, `accept_resumed` when a connection is accepted again."""
-        failed = 0
-        while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:
-                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
-                    raise
-                if not failed:
-                    log.warning(
-                        "accept_failed",
-                        error=errno.errorcode.get(exc.errno or 0, str(exc.errno)),
-                        connections=len(self.connections),
-                        retry_s=ACCEPT_RETRY_S,
-                    )
-                failed += 1
-                await trio.sleep(ACCEPT_RETRY_S)
-                continue
-            if failed:
-                log.info("accept_resumed", attempts=failed, connections=len(self.connections))
-                failed = 0
-            nursery.start_soon(handler, stream)
+                accepting.start_soon(
+                    partial(accept_forever, connections=lambda: len(self.connections)),
+                    listener,
+                    handler,
+                    nursery,
+                )
 
     async def _handle(self, stream: trio.SocketStream, dispatcher: Dispatcher) -> None:
         if self.connection_count() >= self.broker.config.max_connections:

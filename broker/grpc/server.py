@@ -13,15 +13,16 @@ first connection arrives, so a broker no gRPC client talks to does not pay their
 
 from __future__ import annotations
 
-import errno
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 import structlog
 import trio
 
+from broker.accept import accept_forever
 from broker.grpc.methods import MethodTable
 from broker.tls import TlsHandshakeError, start_tls
 
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-ACCEPT_CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
-ACCEPT_RETRY_S: Final = 0.1
 #: room above the broker's max_message_size for the rest of a request (topic, properties, ids)
 MESSAGE_HEADROOM: Final = 1 << 20
 _conn_ids = itertools.count(1)
@@ -117,7 +116,16 @@ class GrpcServer:
         async with trio.open_nursery() as connections:
             async with trio.open_nursery() as accepting:
                 for listener in listeners:
-                    accepting.start_soon(self._accept_loop, listener, connections)
+                    accepting.start_soon(
+                        partial(
+                            accept_forever,
+                            connections=lambda: len(self.connections),
+                            prefix="grpc_",
+                        ),
+                        listener,
+                        self._accepted,
+                        connections,
+                    )
                 for host, port in self.addresses:
                     log.info("grpc_listening", host=host, port=port)
                 task_status.started()
@@ -148,25 +156,15 @@ class GrpcServer:
             return
         await connection.wait_calls_done()
 
-    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
-        failed = 0
-        while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:
-                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
-                    raise
-                if not failed:
-                    log.warning("grpc_accept_failed", error=errno.errorcode.get(exc.errno or 0))
-                failed += 1
-                await trio.sleep(ACCEPT_RETRY_S)
-                continue
-            failed = 0
-            if not self._room():
-                await self._refuse(stream)
-                continue
-            self._refusing = False
-            nursery.start_soon(self._handle, stream)
+    def _open(self) -> int:
+        return len(self.connections)
+
+    async def _accepted(self, stream: trio.SocketStream) -> None:
+        if not self._room():
+            await self._refuse(stream)
+            return
+        self._refusing = False
+        await self._handle(stream)
 
     async def _refuse(self, stream: trio.SocketStream) -> None:
         self.refused_connections += 1
