@@ -40,7 +40,7 @@ from protocol import grpc_wire
 from protocol.grpc_wire import MessageDecoder
 
 if TYPE_CHECKING:
-    from broker.grpc.server import GrpcSettings
+    from broker.grpc.methods import GrpcSettings
     from broker.read_budget import ReadBudget
 
 log = structlog.get_logger()

@@ -22,7 +22,10 @@ import enum
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
 
 #: protobuf message classes are built at import time from the generated bindings, so they are
 #: typed loosely here
@@ -109,3 +112,33 @@ class Method:
 
 #: what the server serves: `:path` -> method
 MethodTable: TypeAlias = Mapping[str, Method]
+
+#: room above the broker's max_message_size for the rest of a request (topic, properties, ids)
+MESSAGE_HEADROOM: Final = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcSettings:
+    """The limits of one gRPC endpoint."""
+
+    max_concurrent_streams: int = 100
+    #: the largest request message (compressed flag and length not counted)
+    max_message_size: int = 4 * 1024 * 1024 + MESSAGE_HEADROOM
+    max_header_list_size: int = 16 * 1024
+    #: flow-control windows granted to the peer: per stream and for the whole connection
+    stream_window: int = 1 << 20
+    connection_window: int = 4 << 20
+    #: a connection without a call in flight that receives nothing for this long is closed
+    idle_timeout_s: float = 120.0
+    #: a peer that does not read what it is sent for this long loses its connection
+    write_timeout_s: float = 30.0
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> GrpcSettings:
+        return cls(
+            max_concurrent_streams=config.grpc_max_concurrent_streams,
+            max_message_size=config.store.max_message_size + MESSAGE_HEADROOM,
+            max_header_list_size=config.grpc_max_header_list_size,
+            idle_timeout_s=config.idle_timeout_s,
+            write_timeout_s=config.write_timeout_s,
+        )

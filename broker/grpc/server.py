@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
@@ -23,7 +22,7 @@ import structlog
 import trio
 
 from broker.accept import accept_forever
-from broker.grpc.methods import MethodTable
+from broker.grpc.methods import GrpcSettings, MethodTable
 from broker.tls import TlsHandshakeError, start_tls
 
 if TYPE_CHECKING:
@@ -34,8 +33,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-#: room above the broker's max_message_size for the rest of a request (topic, properties, ids)
-MESSAGE_HEADROOM: Final = 1 << 20
 _conn_ids = itertools.count(1)
 #: how connections end when nobody did anything wrong (logged at debug level)
 _ORDINARY_ENDS: Final = frozenset({"peer_closed", "peer_goaway", "goaway_done", "idle", "shutdown"})
@@ -43,33 +40,6 @@ _ORDINARY_ENDS: Final = frozenset({"peer_closed", "peer_goaway", "goaway_done", 
 _LINGER_AFTER: Final = frozenset({"protocol_error", "reset_flood", "read_budget"})
 LINGER_S: Final = 1.0
 LINGER_BYTES: Final = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class GrpcSettings:
-    """The limits of one gRPC endpoint."""
-
-    max_concurrent_streams: int = 100
-    #: the largest request message (compressed flag and length not counted)
-    max_message_size: int = 4 * 1024 * 1024 + MESSAGE_HEADROOM
-    max_header_list_size: int = 16 * 1024
-    #: flow-control windows granted to the peer: per stream and for the whole connection
-    stream_window: int = 1 << 20
-    connection_window: int = 4 << 20
-    #: a connection without a call in flight that receives nothing for this long is closed
-    idle_timeout_s: float = 120.0
-    #: a peer that does not read what it is sent for this long loses its connection
-    write_timeout_s: float = 30.0
-
-    @classmethod
-    def from_config(cls, config: BrokerConfig) -> GrpcSettings:
-        return cls(
-            max_concurrent_streams=config.grpc_max_concurrent_streams,
-            max_message_size=config.store.max_message_size + MESSAGE_HEADROOM,
-            max_header_list_size=config.grpc_max_header_list_size,
-            idle_timeout_s=config.idle_timeout_s,
-            write_timeout_s=config.write_timeout_s,
-        )
 
 
 class GrpcServer:

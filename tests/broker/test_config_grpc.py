@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from broker.cli import main
 from broker.config import ConfigError, HostPort, build_config, load_config
-from broker.grpc.server import MESSAGE_HEADROOM, GrpcSettings
+from broker.grpc.methods import MESSAGE_HEADROOM, GrpcSettings
 
 
 def test_grpc_listens_on_loopback_8081_by_default() -> None:

@@ -15,8 +15,16 @@ from typing import Any, Final
 import trio
 
 from broker.config import BrokerConfig
-from broker.grpc.methods import CallContext, GrpcError, Kind, Method, MethodTable, StatusCode
-from broker.grpc.server import GrpcServer, GrpcSettings
+from broker.grpc.methods import (
+    CallContext,
+    GrpcError,
+    GrpcSettings,
+    Kind,
+    Method,
+    MethodTable,
+    StatusCode,
+)
+from broker.grpc.server import GrpcServer
 from broker.read_budget import ReadBudget
 from protocol.v2 import load
 

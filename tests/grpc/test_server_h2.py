@@ -14,7 +14,7 @@ import h2.exceptions
 import trio
 from structlog.testing import capture_logs
 
-from broker.grpc.server import GrpcSettings
+from broker.grpc.methods import GrpcSettings
 from broker.read_budget import ReadBudget
 from tests.grpc.raw_h2 import RawClient, frame, grpc_headers
 from tests.grpc.server_harness import SERVICE, RunningServer, resource_type, start_server
