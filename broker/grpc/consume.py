@@ -23,9 +23,9 @@ import structlog
 
 from broker.grpc.methods import CallContext, Kind, Message, Method, path
 from broker.grpc.outbound import duration_ms
-from broker.grpc.receive import check_group, pop_service, receive_handler, refusal
+from broker.grpc.receive import pop_service, receive_handler, refusal
 from broker.grpc.status import ok, status
-from broker.pop.checks import parse_receipt, refuse
+from broker.pop.checks import check_group, parse_receipt, refuse
 from broker.pop.receipt import Receipt
 from broker.pop.revive import forward_to_dead_letter
 from broker.pop.service import PopService

@@ -26,11 +26,10 @@ import trio
 from broker.grpc.methods import CallContext, Message
 from broker.grpc.outbound import duration_ms, timestamp, to_v5
 from broker.grpc.status import from_remoting, ok, status
-from broker.pop.checks import refuse
+from broker.pop.checks import check_group, refuse
 from broker.pop.receipt import pop_retry_topic
 from broker.pop.service import MAX_POP_NUMS, PopResult, PopService
 from broker.topic_config import PERM_READ
-from protocol.admin_group import SubscriptionGroupConfig
 from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
 from protocol.v2 import load
@@ -75,24 +74,6 @@ def pop_service(broker: BrokerContext) -> PopService:
     if pop is None or broker.consume is None:
         raise refuse(ResponseCode.SYSTEM_ERROR, "pop consumption is not served by a slave broker")
     return pop
-
-
-async def check_group(broker: BrokerContext, group: str) -> SubscriptionGroupConfig:
-    """The group's config: it exists (or may be created) and may consume."""
-    config = await broker.groups.find_or_create(group)
-    if config is None:
-        raise refuse(
-            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"subscription group [{group}] does not exist",
-            "consumerGroup",
-        )
-    if not config.consume_enable:
-        raise refuse(
-            ResponseCode.NO_PERMISSION,
-            f"subscription group no permission, {group}",
-            "consumerGroup",
-        )
-    return config
 
 
 def _response(**content: Message) -> Message:

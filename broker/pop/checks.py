@@ -3,11 +3,15 @@ with 5.x's response code and a remark naming the field."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from broker.pop.receipt import Receipt, ReceiptError
 from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+    from protocol.admin_group import SubscriptionGroupConfig
 
 #: the shortest and longest invisible time a pop or a change may ask for, ms
 MIN_INVISIBLE_MS: Final = 1_000
@@ -50,3 +54,21 @@ def check_receipt_names(receipt: Receipt, queue_id: int, offset: int, broker_nam
             f"the receipt handle is of broker {receipt.broker_name[:64]!r}, this is {broker_name}",
             "extraInfo",
         )
+
+
+async def check_group(broker: BrokerContext, group: str) -> SubscriptionGroupConfig:
+    """The group's config: it exists (or may be created) and may consume."""
+    config = await broker.groups.find_or_create(group)
+    if config is None:
+        raise refuse(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{group}] does not exist",
+            "consumerGroup",
+        )
+    if not config.consume_enable:
+        raise refuse(
+            ResponseCode.NO_PERMISSION,
+            f"subscription group no permission, {group}",
+            "consumerGroup",
+        )
+    return config

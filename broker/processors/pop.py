@@ -13,7 +13,7 @@ from typing import Final
 
 import trio
 
-from broker.pop.checks import refuse
+from broker.pop.checks import check_group, refuse
 from broker.pop.service import PopResult, PopService
 from broker.processors import RequestContext
 from broker.topic_config import PERM_READ
@@ -40,22 +40,6 @@ def _service(ctx: RequestContext) -> PopService:
     return pop
 
 
-async def _group(ctx: RequestContext, group: str) -> None:
-    config = await ctx.broker.groups.find_or_create(group)
-    if config is None:
-        raise refuse(
-            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"subscription group [{group}] does not exist",
-            "consumerGroup",
-        )
-    if not config.consume_enable:
-        raise refuse(
-            ResponseCode.NO_PERMISSION,
-            f"subscription group no permission, {group}",
-            "consumerGroup",
-        )
-
-
 class PopMessageProcessor:
     async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         header = PopMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -66,7 +50,7 @@ class PopMessageProcessor:
                 f"the broker[{ctx.broker.addr}] pop message is forbidden",
             )
         service.check_topic(header.topic, header.queue_id)
-        await _group(ctx, header.consumer_group)
+        await check_group(ctx.broker, header.consumer_group)
         if header.exp_type not in (None, "", "TAG"):
             raise refuse(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED,
