@@ -16,7 +16,7 @@ import pytest
 from broker.config import load_config
 from store.config import GIB, FlushDiskType
 from tests.deploy.conftest import DEPLOY, K8S, k8s_documents, k8s_object, load_yaml_documents
-from tests.deploy.test_dockerfile import BROKER_PORT, METRICS_PORT, STORE_DIR
+from tests.deploy.test_dockerfile import BROKER_PORT, GRPC_PORT, METRICS_PORT, STORE_DIR
 
 # The oldest and the newest Kubernetes minor the manifests are meant for.
 K8S_VERSIONS = ("1.29.0", "1.37.0")
@@ -85,7 +85,7 @@ def test_headless_service_exposes_the_container_ports() -> None:
     service = k8s_object("Service")["spec"]
     assert service["clusterIP"] == "None"
     ports = {p["name"]: p["containerPort"] for p in broker_container()["ports"]}
-    assert ports == {"remoting": BROKER_PORT, "metrics": METRICS_PORT}
+    assert ports == {"remoting": BROKER_PORT, "metrics": METRICS_PORT, "grpc": GRPC_PORT}
     assert {p["targetPort"]: p["port"] for p in service["ports"]} == ports
     labels = k8s_object("StatefulSet")["spec"]["template"]["metadata"]["labels"]
     assert service["selector"].items() <= labels.items()
