@@ -2,9 +2,9 @@
 producers here, consumers from `broker.grpc.consume`.
 
 Built at the first gRPC connection (the server imports this module then), so protobuf and the
-generated bindings cost nothing to a broker no 5.x client talks to. Each producer-side call
-passes `GrpcAccess` first when ACL is on; a refusal is the call's response with only its
-`status` set (UNAUTHORIZED or FORBIDDEN).
+generated bindings cost nothing to a broker no 5.x client talks to. Each call passes
+`GrpcAccess` first when ACL is on (a consumer's call needs SUB on its topic and its group); a
+refusal is the call's response with only its `status` set (UNAUTHORIZED or FORBIDDEN).
 """
 
 from __future__ import annotations
@@ -88,8 +88,59 @@ def producer_methods(broker: BrokerContext, endpoint: tuple[str, int]) -> dict[s
     return table
 
 
+def _consume_needs(request: Message) -> Mapping[str, Permission]:
+    """SUB on the topic and on the group, as a 4.x pull of the group needs."""
+    fields = request.DESCRIPTOR.fields_by_name
+    queue_or_topic = request.message_queue if "message_queue" in fields else request
+    topic = queue_or_topic.topic.name
+    return {
+        **topic_needs(topic, Permission.SUB),
+        **group_needs(request.group.name, Permission.SUB),
+    }
+
+
+#: the consumer RPCs (`broker.grpc.consume`) and their responses' classes
+_CONSUME_RESPONSES = {
+    "AckMessage": "AckMessageResponse",
+    "ChangeInvisibleDuration": "ChangeInvisibleDurationResponse",
+    "ForwardMessageToDeadLetterQueue": "ForwardMessageToDeadLetterQueueResponse",
+    "QueryAssignment": "QueryAssignmentResponse",
+    "ReceiveMessage": "ReceiveMessageResponse",
+}
+
+
+def _guard_consumers(access: GrpcAccess, table: dict[str, Method]) -> dict[str, Method]:
+    """Each consumer call passes `access` first; a refused ReceiveMessage streams its status."""
+    _, service = load()
+    guarded: dict[str, Method] = {}
+    for rpc, response_name in _CONSUME_RESPONSES.items():
+        method = table.pop(path(rpc))
+        response = getattr(service, response_name)
+        if method.kind is Kind.UNARY:
+            call: Any = method.handler
+            handler: Any = _guarded(access, rpc, response, _consume_needs, call)
+        else:
+            handler = _guarded_stream(access, rpc, response, method.handler)
+        guarded[path(rpc)] = Method(method.kind, method.request_type, handler)
+    if table:
+        raise ValueError(f"consumer methods without an ACL rule: {sorted(table)}")
+    return guarded
+
+
+def _guarded_stream(access: GrpcAccess, rpc: str, response: Any, call: Any) -> Any:
+    async def guarded(request: Message, context: CallContext) -> AsyncIterator[Message]:
+        refused = access.check(context, rpc, _consume_needs(request))
+        if refused is not None:
+            yield response(status=refused)
+            return
+        async for answer in call(request, context):
+            yield answer
+
+    return guarded
+
+
 def methods(broker: BrokerContext, endpoint: tuple[str, int]) -> MethodTable:
     """`:path` -> method for `broker`, whose gRPC clients reach it at `endpoint`."""
     table = producer_methods(broker, endpoint)
-    table.update(consume_methods(broker))
+    table.update(_guard_consumers(GrpcAccess(broker.config), consume_methods(broker)))
     return table

@@ -112,3 +112,36 @@ def test_a_rule_change_applies_to_grpc_calls(tmp_path: pathlib.Path) -> None:
     refused = access.check(context, "SendMessage", {"ReadOnly": Permission.SUB})
     assert refused is not None
     assert refused.code == code("FORBIDDEN")
+
+
+async def test_consumer_calls_are_checked(guarded: RunningBroker) -> None:
+    """Receiving, acking and the rest need SUB on the topic and on the group."""
+    table = methods(guarded.server.broker, ("127.0.0.1", 1))
+    group = definition.Resource(name="Readers")
+    unsigned = CallContext(1, "127.0.0.1:4000", {"x-mq-client-id": "c"})
+    writer = signed("writer-key", "writer-secret")
+    queue = definition.MessageQueue(topic=definition.Resource(name="Elsewhere"), id=-1)
+    receive = service.ReceiveMessageRequest(group=group, message_queue=queue, batch_size=1)
+    handler: Any = table[path("ReceiveMessage")].handler
+    for context, expected in ((unsigned, "UNAUTHORIZED"), (writer, "FORBIDDEN")):
+        answers = [answer async for answer in handler(receive, context)]
+        assert [a.status.code for a in answers] == [code(expected)]
+    for rpc, request in (
+        ("AckMessage", service.AckMessageRequest),
+        ("ChangeInvisibleDuration", service.ChangeInvisibleDurationRequest),
+        ("ForwardMessageToDeadLetterQueue", service.ForwardMessageToDeadLetterQueueRequest),
+        ("QueryAssignment", service.QueryAssignmentRequest),
+    ):
+        unary: Any = table[path(rpc)].handler
+        topic = definition.Resource(name="Elsewhere")
+        answer = await unary(request(group=group, topic=topic), unsigned)
+        assert answer.status.code == code("UNAUTHORIZED"), rpc
+        answer = await unary(request(group=group, topic=topic), writer)
+        assert answer.status.code == code("FORBIDDEN"), rpc
+    # granted: the topic is readable and the group may subscribe (nothing there yet)
+    allowed = definition.MessageQueue(topic=definition.Resource(name="Allowed"), id=-1)
+    assignment: Any = table[path("QueryAssignment")].handler
+    answer = await assignment(
+        service.QueryAssignmentRequest(group=group, topic=allowed.topic), writer
+    )
+    assert answer.status.code != code("FORBIDDEN") and answer.status.code != code("UNAUTHORIZED")
