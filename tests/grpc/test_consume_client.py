@@ -119,7 +119,9 @@ def test_push_consumer_gets_everything_once_beside_a_4x_group(tmp_path: pathlib.
 def test_after_kill_9_unacked_messages_come_back_and_acked_ones_do_not(
     tmp_path: pathlib.Path,
 ) -> None:
-    env = {"RMQ_GRPC_LISTEN": "127.0.0.1:0"}
+    # one queue: each receive finds the messages, none long-polls an empty queue while the
+    # first client's 10 s invisible time runs
+    env = {"RMQ_GRPC_LISTEN": "127.0.0.1:0", "RMQ_DEFAULT_TOPIC_QUEUE_NUMS": "1"}
     topic = "GrpcCrash"
     daemon = Daemon(tmp_path / "store", env=env)
     try:
