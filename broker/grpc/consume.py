@@ -74,7 +74,7 @@ class _Ack:
             pop.check_topic(topic, -1)
         except HeaderFieldError as exc:
             return service.AckMessageResponse(status=refusal(exc))
-        held = renewals(self.broker)
+        held = renewals(pop)
         client_id = context.metadata.get("x-mq-client-id", "")
         for entry in request.entries:
             try:
@@ -163,7 +163,7 @@ class _Forward:
         try:
             pop = pop_service(self.broker)
             await check_group(self.broker, group)
-            held = renewals(self.broker)
+            held = renewals(pop)
             client_id = context.metadata.get("x-mq-client-id", "")
             handle = held.current(client_id, request.receipt_handle)
             await forward_to_dead_letter(pop, group, topic, handle)

@@ -123,7 +123,7 @@ def receive_handler(
             invisible_ms = (
                 duration_ms(request.invisible_duration)
                 if request.HasField("invisible_duration") and not request.auto_renew
-                else renewals(broker).invisible_ms
+                else renewals(service).invisible_ms
             )
             batch = min(max(request.batch_size, 1), MAX_POP_NUMS)
             poll_s = (
@@ -169,7 +169,9 @@ def receive_handler(
                 )
                 if client_id:
                     handle = message.system_properties.receipt_handle
-                    renewals(broker).add(client_id, group, topic, handle)
+                    renewals(pop_service(broker)).add(
+                        client_id, group, topic, handle, broker.store.now_ms()
+                    )
                 yield _response(message=message)
         yield _response(delivery_timestamp=timestamp(broker.store.now_ms()))
 

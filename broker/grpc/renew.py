@@ -20,7 +20,6 @@ from typing import Final
 import structlog
 import trio
 
-from broker.context import BrokerContext
 from broker.pop.checks import parse_receipt
 from broker.pop.service import PopService
 from protocol.errors import HeaderFieldError
@@ -47,8 +46,7 @@ class Held:
 
 
 class Renewals:
-    def __init__(self, broker: BrokerContext) -> None:
-        self.broker = broker
+    def __init__(self) -> None:
         #: client id -> original handle -> what is held under it
         self.held: dict[str, dict[str, Held]] = {}
         self.count = 0
@@ -56,7 +54,7 @@ class Renewals:
         self.ahead_ms = RENEW_AHEAD_MS
         self.every_s = RENEW_EVERY_S
 
-    def add(self, client_id: str, group: str, topic: str, handle: str) -> bool:
+    def add(self, client_id: str, group: str, topic: str, handle: str, now_ms: int) -> bool:
         """Renew `handle` while `client_id` lives; False when the table is full."""
         if not client_id or self.count >= MAX_HELD:
             if client_id:
@@ -65,7 +63,7 @@ class Renewals:
         handles = self.held.setdefault(client_id, {})
         if handle not in handles:
             self.count += 1
-        handles[handle] = Held(group, topic, handle, self.broker.store.now_ms())
+        handles[handle] = Held(group, topic, handle, now_ms)
         return True
 
     def current(self, client_id: str, handle: str) -> str:
@@ -97,7 +95,7 @@ class Renewals:
             self.drop(client_id)
 
     async def renew_due(self, client_id: str, pop: PopService) -> None:
-        now = self.broker.store.now_ms()
+        now = pop.broker.store.now_ms()
         for original, held in list(self.held.get(client_id, {}).items()):
             receipt = parse_receipt(held.handle)
             if receipt.revive_time - now > self.ahead_ms:
@@ -121,12 +119,12 @@ class Renewals:
             held.handle = changed.receipt
 
 
-_TABLES: weakref.WeakKeyDictionary[BrokerContext, Renewals] = weakref.WeakKeyDictionary()
+_TABLES: weakref.WeakKeyDictionary[PopService, Renewals] = weakref.WeakKeyDictionary()
 
 
-def renewals(broker: BrokerContext) -> Renewals:
-    """`broker`'s one table of renewed handles."""
-    table = _TABLES.get(broker)
+def renewals(pop: PopService) -> Renewals:
+    """The one table of renewed handles of the broker `pop` serves."""
+    table = _TABLES.get(pop)
     if table is None:
-        table = _TABLES[broker] = Renewals(broker)
+        table = _TABLES[pop] = Renewals()
     return table

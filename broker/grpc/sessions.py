@@ -162,7 +162,7 @@ class SessionService:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_forward, inbox, send)
                 if self.broker.pop is not None:
-                    keep = renewals(self.broker).keep
+                    keep = renewals(self.broker.pop).keep
                     nursery.start_soon(keep, session.client_id, self.broker.pop)
                 async for command in requests:
                     answer = self._on_command(session, command)
