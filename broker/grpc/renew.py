@@ -50,14 +50,17 @@ class Renewals:
         #: client id -> original handle -> what is held under it
         self.held: dict[str, dict[str, Held]] = {}
         self.count = 0
+        #: clients whose session is open (a `keep` runs for each): only theirs are renewed
+        self.live: dict[str, int] = {}
         self.invisible_ms = RENEW_INVISIBLE_MS
         self.ahead_ms = RENEW_AHEAD_MS
         self.every_s = RENEW_EVERY_S
 
     def add(self, client_id: str, group: str, topic: str, handle: str, now_ms: int) -> bool:
-        """Renew `handle` while `client_id` lives; False when the table is full."""
-        if not client_id or self.count >= MAX_HELD:
-            if client_id:
+        """Renew `handle` while `client_id`'s session lives; False when it has none (nothing
+        would renew or drop it) or the table is full."""
+        if client_id not in self.live or self.count >= MAX_HELD:
+            if client_id in self.live:
                 log.warning("grpc_renew_table_full", held=self.count, client_id=client_id)
             return False
         handles = self.held.setdefault(client_id, {})
@@ -87,12 +90,16 @@ class Renewals:
 
     async def keep(self, client_id: str, pop: PopService) -> None:
         """Renew `client_id`'s handles until cancelled; then drop them."""
+        self.live[client_id] = self.live.get(client_id, 0) + 1
         try:
             while True:
                 await trio.sleep(self.every_s)
                 await self.renew_due(client_id, pop)
         finally:
-            self.drop(client_id)
+            self.live[client_id] -= 1
+            if not self.live[client_id]:
+                del self.live[client_id]
+                self.drop(client_id)
 
     async def renew_due(self, client_id: str, pop: PopService) -> None:
         now = pop.broker.store.now_ms()
