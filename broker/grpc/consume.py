@@ -162,7 +162,7 @@ class _Forward:
         group, topic = request.group.name, request.topic.name
         try:
             pop = pop_service(self.broker)
-            await check_group(self.broker, group)
+            await check_group(self.broker.groups, group)
             held = renewals(pop)
             client_id = context.metadata.get("x-mq-client-id", "")
             handle = held.current(client_id, request.receipt_handle)
@@ -183,7 +183,7 @@ class _Assignment:
         try:
             pop = pop_service(self.broker)
             config = pop.check_topic(topic, -1)
-            await check_group(self.broker, request.group.name)
+            await check_group(self.broker.groups, request.group.name)
         except HeaderFieldError as exc:
             return service.QueryAssignmentResponse(status=refusal(exc))
         readable = config.read_queue_nums > 0 and self.broker.config.broker_permission & PERM_READ

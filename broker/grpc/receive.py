@@ -119,7 +119,7 @@ def receive_handler(
                 raise _RefusedError("ILLEGAL_TOPIC", "the request names no topic")
             queue_id = request.message_queue.id
             service.check_topic(topic, queue_id)
-            order = (await check_group(broker, group)).consume_message_orderly
+            order = (await check_group(broker.groups, group)).consume_message_orderly
             invisible_ms = (
                 duration_ms(request.invisible_duration)
                 if request.HasField("invisible_duration") and not request.auto_renew
