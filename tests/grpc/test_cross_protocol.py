@@ -6,9 +6,7 @@ one topic each get every message."""
 
 from __future__ import annotations
 
-import json
 import pathlib
-import subprocess
 import threading
 import time
 
@@ -16,27 +14,13 @@ import pytest
 from rocketmq.client import Message, Producer, PushConsumer, RecvMessage, SendStatus
 
 from tests.daemon import Daemon
+from tests.grpc.official import run_script
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLIENT_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
-CLIENT_SCRIPT = pathlib.Path(__file__).with_name("client_cross.py")
 COUNT = 12
 
 
 def _run_client(*args: str) -> dict[str, object]:
-    if not CLIENT_PYTHON.exists():
-        pytest.fail("the RocketMQ 5 client is not installed: bash tests/grpc/install-client.sh")
-    done = subprocess.run(
-        [str(CLIENT_PYTHON), str(CLIENT_SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(ROOT / ".venv-rmq5")},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert isinstance(result, dict)
+    result = run_script("client_cross.py", *args, timeout_s=120)
     assert result["errors"] == []
     return result
 
