@@ -1,11 +1,13 @@
 """ReceiveMessage: RocketMQ 5's pop over gRPC, streamed as the 5.x proxy streams it.
 
-A receive pops up to `batch_size` messages of the queue asked for (queue id -1, as push
-consumers' assignments name it: any queue of the topic) for the group, hidden for the
-invisible duration. Nothing there: the call is held until a message arrives on one of the
-topic's queues or the group's pop retry queue (the store's arrival listener wakes it, no
-polling) or the long polling timeout passes, never past the call's deadline less a margin for
-the answer to travel. The stream is a `status`, then each `message`, then a
+A receive pops up to `batch_size` messages from any queue of the topic on this broker (queue id
+-1), whichever queue the request names: the 5.x proxy does the same (its receive picks a broker
+and pops that broker's queues as one), so a SimpleConsumer that round-robins over a route's
+queues is not held for its long-polling time on each empty queue. The group's messages are
+hidden for the invisible duration. Nothing there: the call is held until a message arrives on
+one of the topic's queues or the group's pop retry queue (the store's arrival listener wakes
+it, no polling) or the long polling timeout passes, never past the call's deadline less a
+margin for the answer to travel. The stream is a `status`, then each `message`, then a
 `delivery_timestamp`, as the proxy writes them; nothing found is a MESSAGE_NOT_FOUND status.
 
 Refusals of the consumer RPCs are answered in the response's `Status`: `refusal` turns
@@ -28,7 +30,7 @@ from broker.grpc.outbound import duration_ms, timestamp, to_v5
 from broker.grpc.renew import renewals
 from broker.grpc.status import from_remoting, ok, status
 from broker.pop.checks import check_group, refuse
-from broker.pop.receipt import pop_retry_topic
+from broker.pop.receipt import POP_RETRY_QUEUE_NUMS, pop_retry_topic
 from broker.pop.service import MAX_POP_NUMS, PopResult, PopService
 from broker.topic_config import PERM_READ
 from protocol.codes import ResponseCode
@@ -48,6 +50,8 @@ DEFAULT_INVISIBLE_MS: Final = 60_000
 DEADLINE_MARGIN_S: Final = 1.0
 #: the longest long polling a receive may ask for, s (the proxy's bound)
 MAX_LONG_POLLING_S: Final = 30.0
+#: the queue id a receive pops: every queue of the topic
+ANY_QUEUE: Final = -1
 
 
 #: the field a refusal names -> its 5.x code, before the response code's own
@@ -117,7 +121,7 @@ def receive_handler(
                 raise _RefusedError("ILLEGAL_CONSUMER_GROUP", "the request names no consumer group")
             if not topic:
                 raise _RefusedError("ILLEGAL_TOPIC", "the request names no topic")
-            queue_id = request.message_queue.id
+            queue_id = ANY_QUEUE
             service.check_topic(topic, queue_id)
             order = (await check_group(broker.groups, group)).consume_message_orderly
             invisible_ms = (
@@ -208,9 +212,12 @@ async def _long_poll(
             break
         config = broker.topics.find(topic)
         queues = [(topic, q) for q in range(config.read_queue_nums if config else 0)]
-        retry = broker.topics.find(pop_retry_topic(topic, group))
-        if retry is not None:
-            queues += [(retry.topic_name, q) for q in range(retry.read_queue_nums)]
+        # the group's retry topic too, also before its first message creates it: a message
+        # revived while the receive is held wakes it
+        retry_name = pop_retry_topic(topic, group)
+        retry = broker.topics.find(retry_name)
+        retry_queues = retry.read_queue_nums if retry is not None else POP_RETRY_QUEUE_NUMS
+        queues += [(retry_name, q) for q in range(retry_queues)]
         ends = {key: consume.max_offset_in_queue(*key) for key in queues}
         if not await _wait_any(service, ends, left):
             break

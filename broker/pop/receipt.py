@@ -24,6 +24,8 @@ NORMAL: Final = "0"
 RETRY_V1: Final = "1"
 RETRY_V2: Final = "2"
 _FIELDS: Final = 8
+#: the queues of a group's pop retry topic, made when its first message is revived
+POP_RETRY_QUEUE_NUMS: Final = 1
 _INT64: Final = 1 << 63
 _INT32: Final = 1 << 31
 

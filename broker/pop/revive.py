@@ -25,7 +25,7 @@ import structlog
 import trio
 
 from broker.pop.checks import parse_receipt, refuse
-from broker.pop.receipt import pop_retry_topic
+from broker.pop.receipt import POP_RETRY_QUEUE_NUMS, pop_retry_topic
 from broker.pop.records import (
     FIRST_POP_TIME,
     REVIVE_GROUP,
@@ -201,7 +201,9 @@ class Reviver:
         try:
             if not dead:
                 try:
-                    target, created = send_back_topic(topics, pop_retry_topic(normal, ck.group), 1)
+                    target, created = send_back_topic(
+                        topics, pop_retry_topic(normal, ck.group), POP_RETRY_QUEUE_NUMS
+                    )
                 except HeaderFieldError:
                     dead = True  # no such retry topic can exist (too long a name): the DLQ
             if dead:

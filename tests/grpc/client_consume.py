@@ -3,9 +3,10 @@
     python client_consume.py simple ENDPOINT GROUP TOPIC EXPECTED SECONDS
     python client_consume.py push ENDPOINT GROUP TOPIC EXPECTED SECONDS
 
-`simple`: a SimpleConsumer receives (invisible 2 s) until EXPECTED acked messages or SECONDS;
-a body starting with "keep" is left unacked the first time it comes, one starting with "slow"
-has its invisible duration changed to 4 s first (then acked under its new handle).
+`simple`: a SimpleConsumer receives one message at a time (invisible 2 s) until EXPECTED acked
+messages or SECONDS; a body starting with "keep" is left unacked the first time it comes, one
+starting with "slow" has its invisible duration changed to 4 s first (then acked under its new
+handle).
 `leave`: as `simple` with invisible 10 s, but it ends once EXPECTED messages were received,
 the "keep" ones unacked.
 `push`: a PushConsumer consumes every message with SUCCESS, one starting with "fail" with
@@ -55,7 +56,8 @@ def simple(
     errors: list[str] = []
     try:
         while (len(seen) if leave else acked) < expected and time.time() < until:
-            for message in consumer.receive(16, 10 if leave else 2):
+            # one at a time under 2 s: the "slow" one's 3 s would outlast the others' handles
+            for message in consumer.receive(16 if leave else 1, 10 if leave else 2):
                 seen.append(delivery(message))
                 body = message.body.decode()
                 if body.startswith("keep") and message.delivery_attempt == 1:

@@ -234,12 +234,40 @@ async def test_filters_and_refusals_of_a_receive(broker: RunningBroker, producer
     assert sql.order == ["status"]
     missing = await receive(ctx, topic="NoSuchTopic")
     assert missing.status.code == code("TOPIC_NOT_FOUND")
-    bad_queue = await receive(ctx, queue_id=99)
-    assert bad_queue.status.code == code("BAD_REQUEST")
     short = await receive(ctx, group="other", invisible_ms=10)
     assert short.status.code == code("ILLEGAL_INVISIBLE_TIME")
     nameless = await receive(ctx, group="")
     assert nameless.status.code == code("ILLEGAL_CONSUMER_GROUP")
+
+
+async def test_a_receive_pops_every_queue_whichever_it_names(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    """As the 5.x proxy: a SimpleConsumer names one queue of its route per receive, and is
+    answered from all of them (a stale route's queue id past the topic's is no refusal)."""
+    for queue_id in range(4):
+        await producer.send(Message(TOPIC, f"q{queue_id}".encode(), queue_id=queue_id))
+    ctx = context_of(broker)
+    got = await receive(ctx, queue_id=2)
+    assert sorted(m.body for m in got.messages) == [b"q0", b"q1", b"q2", b"q3"]
+    await producer.send(Message(TOPIC, b"later", queue_id=0))
+    stale = await receive(ctx, queue_id=99)
+    assert [m.body for m in stale.messages] == [b"later"]
+
+
+async def test_a_held_receive_wakes_for_a_message_revived_into_a_new_retry_topic(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    """The group's pop retry topic does not exist when the receive starts waiting: the revived
+    message that creates it still ends the wait, long before the polling time."""
+    await producer.send(Message(TOPIC, b"again"))
+    ctx = context_of(broker)
+    first = await receive(ctx, invisible_ms=1_000)
+    assert [m.body for m in first.messages] == [b"again"]
+    with trio.fail_after(10):  # the poll asked for is 25 s
+        held = await receive(ctx, polling_ms=25_000)
+    [again] = held.messages
+    assert (again.body, again.system_properties.delivery_attempt) == (b"again", 2)
 
 
 async def test_a_fifo_group_gets_a_queue_in_order_with_its_own_attempt_count(
