@@ -41,8 +41,6 @@ from store.get_message import GetMessageResult, TagFilter
 if TYPE_CHECKING:
     from broker.context import BrokerContext
 
-#: a pull without FLAG_SUSPEND is held this long at most (upstream's shortPollingTimeMills)
-SHORT_POLLING_S: Final = 1.0
 #: a client asks for at most this long a hold; longer requests are capped (its own timeout is
 #: longer still, so the answer comes before it gives up)
 MAX_SUSPEND_S: Final = 30.0
@@ -73,12 +71,13 @@ class PullMessageProcessor:
                 forward_only=True,  # a late pull must not undo a newer commit
             )
         found = await self._read(header, tag_filter, broker)
-        if pull_response_code(found.status, header.queue_offset) is ResponseCode.PULL_NOT_FOUND:
-            suspend_s = (
-                min(header.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
-                if header.sys_flag & FLAG_SUSPEND
-                else SHORT_POLLING_S
-            )
+        # nothing new: held only when the client asked (FLAG_SUSPEND), else answered at once,
+        # as 4.9 answers a non-blocking pull (DefaultMQPullConsumer.pull)
+        if (
+            header.sys_flag & FLAG_SUSPEND
+            and pull_response_code(found.status, header.queue_offset) is ResponseCode.PULL_NOT_FOUND
+        ):
+            suspend_s = min(header.suspend_timeout_millis / 1000, MAX_SUSPEND_S)
             if await broker.pull_waiters.wait(header.topic, header.queue_id, suspend_s):
                 found = await self._read(header, tag_filter, broker)
         suggested = suggest_broker_id(broker, header.consumer_group, found)

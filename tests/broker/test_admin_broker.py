@@ -33,7 +33,11 @@ async def traffic(port: int, messages: int, pulled: int) -> int:
             await producer.send(Message(TOPIC, b"z" * 100, queue_id=0))
     async with open_pull_consumer("127.0.0.1", port, "figures_group") as consumer:
         await consumer.subscribe(TOPIC)
-        result = await consumer.pull(TOPIC, 0, 0, max_nums=pulled)
+        # visible once dispatched (with write buffers, once committed): held until then
+        with trio.fail_after(10):
+            result = await consumer.pull(TOPIC, 0, 0, max_nums=pulled, suspend_ms=5_000)
+            while len(result.records) < pulled:
+                result = await consumer.pull(TOPIC, 0, 0, max_nums=pulled, suspend_ms=200)
         assert len(result.records) == pulled
         await consumer.pull(TOPIC, 0, messages)  # a pull that finds nothing
         await consumer.commit(TOPIC, 0, pulled)

@@ -123,6 +123,32 @@ async def test_a_suspended_pull_times_out_with_not_found(broker: RunningBroker) 
         assert trio.current_time() - started >= 0.5  # held, not answered at once
 
 
+async def test_a_pull_without_the_suspend_flag_is_never_held(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As 4.9 answers DefaultMQPullConsumer.pull: PULL_NOT_FOUND at once, no hold at all (a
+    client reading eight empty queues in turn would otherwise wait for each)."""
+    await send_all(broker.port, "NoHold", [Message("NoHold", b"only", queue_id=0)])
+    waits: list[tuple[str, int, float]] = []
+    waiters = broker.server.broker.pull_waiters
+    real_wait = waiters.wait
+
+    async def recorded(topic: str, queue_id: int, timeout_s: float) -> bool:
+        waits.append((topic, queue_id, timeout_s))
+        return await real_wait(topic, queue_id, timeout_s)
+
+    monkeypatch.setattr(waiters, "wait", recorded)
+    async with open_pull_consumer("127.0.0.1", broker.port, GROUP) as consumer:
+        await consumer.subscribe("NoHold")
+        for queue_id in range(4):
+            result = await consumer.pull("NoHold", queue_id, 1 if queue_id == 0 else 0)
+            assert result.code == ResponseCode.PULL_NOT_FOUND
+        assert waits == []
+        held = await consumer.pull("NoHold", 0, 1, suspend_ms=300)
+        assert held.code == ResponseCode.PULL_NOT_FOUND
+        assert waits == [("NoHold", 0, 0.3)]
+
+
 async def test_a_shutdown_answers_held_pulls_at_once(broker: RunningBroker) -> None:
     await send_all(broker.port, "Held", [Message("Held", b"only", queue_id=0)])
     async with open_pull_consumer("127.0.0.1", broker.port, GROUP) as consumer:
