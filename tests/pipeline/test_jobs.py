@@ -122,38 +122,40 @@ def test_not_a_store_is_one_line(tmp_path: pathlib.Path) -> None:
     assert isinstance(pipeline, click.Group)
 
 
-def test_cli_stats_json_stdout_is_only_json_and_a_new_store_has_no_rows(
-    store_dir: str, tmp_path: pathlib.Path
+def test_cli_stats_json_stdout_is_only_json_from_a_folder_holding_a_store_named_store(
+    store_dir: str,
 ) -> None:
-    """Run from the folder holding a store named `store` (with its config/ and index/ folders),
-    by the console script and by `python -m broker`, with the project importable as an editable
-    install makes it (tests/pipeline/editable): the folder must not shadow the package, in the
-    CLI or in Spark's Python workers (started with the working directory on their path)."""
+    """Run by `python -m broker` (which puts the working directory first on sys.path) from the
+    folder holding a store named `store` (with its config/ and index/ folders), with the project
+    importable as an editable install makes it (tests/pipeline/editable): the folder must not
+    shadow the package, in the CLI or in Spark's Python workers (started with the working
+    directory on their path)."""
+    store = pathlib.Path(store_dir)
+    assert store.name == "store" and (store / "config").is_dir() and (store / "index").is_dir()
+    done = subprocess.run(
+        [sys.executable, "-m", "broker", "pipeline", "stats", "--store-dir", "store", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        cwd=store.parent,
+        env={**os.environ, "PYTHONPATH": str(EDITABLE)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    topics = {json.loads(line)["topic"] for line in done.stdout.splitlines()}
+    assert topics == set(expected_stats(store_dir))
+    # stderr is not a terminal: JSON events, and no progress bar to share their lines
+    events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    started = [e for e in events if e["event"] == "spark_session_started"]
+    assert len(started) == 1 and started[0]["progress"] is False
+    assert "[Stage" not in done.stderr
+
+
+def test_a_new_store_has_no_rows(spark: SparkSession, tmp_path: pathlib.Path) -> None:
     new_store = tmp_path / "store"
     stores.append_sync(str(new_store), [])
     assert (new_store / "config").is_dir() and (new_store / "index").is_dir()
-    console_script = str(pathlib.Path(sys.executable).parent / "rmq-broker")
-    runs: tuple[tuple[list[str], pathlib.Path, set[str]], ...] = (
-        ([console_script], pathlib.Path(store_dir).parent, set(expected_stats(store_dir))),
-        ([sys.executable, "-m", "broker"], tmp_path, set()),
-    )
-    for command, cwd, topics in runs:
-        done = subprocess.run(
-            [*command, "pipeline", "stats", "--store-dir", "store", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-            cwd=cwd,
-            env={**os.environ, "PYTHONPATH": str(EDITABLE)},
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert {json.loads(line)["topic"] for line in done.stdout.splitlines()} == topics
-        # stderr is not a terminal: JSON events, and no progress bar to share their lines
-        events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
-        started = [e for e in events if e["event"] == "spark_session_started"]
-        assert len(started) == 1 and started[0]["progress"] is False
-        assert "[Stage" not in done.stderr
+    assert list(jobs.stats(spark, str(new_store), by="topic")) == []
 
 
 def test_a_worker_python_without_pyarrow_is_one_line_naming_it(

@@ -27,6 +27,8 @@ from tests.reliability.acks import Ack, check_acknowledged
 from tests.reliability.conftest import SOAK, Daemon, read_records
 
 PRODUCERS = 3
+#: kill cycles of the bounded run (the soak variant has its own count)
+CYCLES = 10
 TOPICS = ("CycleA", "CycleB")
 
 
@@ -132,8 +134,8 @@ def run_cycles(store_dir: pathlib.Path, cycles: int, seed: int) -> tuple[int, in
 
 
 def test_sigkill_cycles_with_batches_and_segment_rolls(store_dir: pathlib.Path) -> None:
-    acked, stored = run_cycles(store_dir, 20, 7)
-    print(f"crash_cycles cycles=20 acknowledged={acked} stored={stored} lost=0")
+    acked, stored = run_cycles(store_dir, CYCLES, 7)
+    print(f"crash_cycles cycles={CYCLES} acknowledged={acked} stored={stored} lost=0")
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ each acknowledged message is present exactly once, at the physical offset its ms
 its topic, queue, queue offset and body; every queue's offsets run 0..n-1; every record passes its
 CRC; each segment is named by its start offset; and a kill leaves at most one stored but
 unacknowledged message per producer (nothing unacknowledged beyond what was in flight).
-`rmq-broker inspect` reads back the same records at the end. `RMQ_SOAK=1`: 150 cycles, not 20.
+`rmq-broker inspect` reads back the same records at the end. `RMQ_SOAK=1`: 150 cycles, not 10.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tests.reliability.acks import Ack, check_acknowledged
 from tests.reliability.toml_daemon import BROKER, SEGMENT_SIZE, TomlDaemon, write_config
 
 SOAK = bool(os.environ.get("RMQ_SOAK"))
-CYCLES = 20
+CYCLES = 10
 SOAK_CYCLES = 150
 PRODUCERS = 4
 TOPICS = ("RollA", "RollB", "RollC")
