@@ -26,6 +26,7 @@ from broker.config import ConfigError, HostPort
 from broker.ha.master import serve_ha
 from broker.ha.slave import HAClient
 from broker.ha.slave_sync import SlaveSynchronize
+from broker.resources import bind_error
 from store.config import BrokerRole
 from store.get_message import GetMessageResult
 from store.message_store import DefaultMessageStore
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from broker.schedule import ScheduleMessageService
 
 log = structlog.get_logger()
+
+#: how a bind failure names the HA port when `ha_listen_port` is not set
+_DEFAULT_PORT_KEY: Final = "ha_listen_port (unset: the listen port + 1)"
 
 
 class HAService:
@@ -79,9 +83,12 @@ class HAService:
             if config.ha_master_address is None:
                 log.warning("ha_master_address_unknown", waiting_for="registration")
             return
-        self.ha_port = await nursery.start(
-            serve_ha, self.store, config.listen.host, self.listen_port()
-        )
+        port = self.listen_port()
+        try:
+            self.ha_port = await nursery.start(serve_ha, self.store, config.listen.host, port)
+        except OSError as exc:
+            key = "ha_listen_port" if config.ha_listen_port is not None else _DEFAULT_PORT_KEY
+            raise bind_error(key, HostPort(config.listen.host, port), exc) from None
 
     def update_master_addresses(self, ha_server_addr: str, master_addr: str) -> None:
         """The registration's answer named the master's HA address and broker address

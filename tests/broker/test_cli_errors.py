@@ -99,3 +99,21 @@ def test_a_bad_namesrv_addr_flag_is_one_line(tmp_path: pathlib.Path) -> None:
     result = run_cli("serve", "--store-dir", str(tmp_path / "store"), "-n", "10.0.0.1:9876;nohost")
     line = one_error_line(result, 2)
     assert line == "rmq-broker: configuration error: namesrv_addr: expected HOST:PORT, got 'nohost'"
+
+
+def test_a_busy_ha_port_next_to_the_listen_port_is_named(tmp_path: pathlib.Path) -> None:
+    """A master's HA port defaults to the listen port + 1: when that one is taken, the line
+    says which key decides it, not only that some address is in use."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port + 1))
+        taken.listen()
+        result = run_cli(
+            "serve", "--store-dir", str(tmp_path / "store"), f"--listen=127.0.0.1:{port}"
+        )
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    key = "ha_listen_port (unset: the listen port + 1)"
+    assert last.startswith(f"rmq-broker: cannot start: {key} 127.0.0.1:{port + 1}: "), last
