@@ -1,12 +1,14 @@
 """ReceiveMessage: RocketMQ 5's pop over gRPC, streamed as the 5.x proxy streams it.
 
-A receive pops up to `batch_size` messages of the queue asked for (queue id -1, as push
-consumers' assignments name it: any queue of the topic) for the group, hidden for the
-invisible duration. Nothing there: the call is held until a message arrives on one of the
-topic's queues or the group's pop retry queue (the store's arrival listener wakes it, no
-polling) or the long polling timeout passes, never past the call's deadline less a margin for
-the answer to travel. The stream is a `status`, then each `message`, then a
-`delivery_timestamp`, as the proxy writes them; nothing found is a MESSAGE_NOT_FOUND status.
+A receive pops up to `batch_size` messages of any queue of the topic (queue id -1) for the
+group, hidden for the invisible duration: the queue the request names is only checked, as the
+5.x proxy serves a receive from the broker that queue is on and not from the queue (the Node.js
+client's simple consumer only ever names queue 0). Nothing there: the call is held until a
+message arrives on one of the topic's queues or the group's pop retry queue (the store's arrival
+listener wakes it, no polling) or the long polling timeout passes, never past the call's
+deadline less a margin for the answer to travel. The stream is a `status`, then each `message`,
+then a `delivery_timestamp`, as the proxy writes them; nothing found is a MESSAGE_NOT_FOUND
+status.
 
 Refusals of the consumer RPCs are answered in the response's `Status`: `refusal` turns
 `PopService`'s `HeaderFieldError` into one. `broker.grpc.status.from_remoting` maps the response
@@ -117,8 +119,7 @@ def receive_handler(
                 raise _RefusedError("ILLEGAL_CONSUMER_GROUP", "the request names no consumer group")
             if not topic:
                 raise _RefusedError("ILLEGAL_TOPIC", "the request names no topic")
-            queue_id = request.message_queue.id
-            service.check_topic(topic, queue_id)
+            service.check_topic(topic, request.message_queue.id)
             order = (await check_group(broker.groups, group)).consume_message_orderly
             invisible_ms = (
                 duration_ms(request.invisible_duration)
@@ -137,7 +138,7 @@ def receive_handler(
                 return await service.pop(
                     group,
                     topic,
-                    queue_id,
+                    -1,
                     max_nums=batch,
                     invisible_ms=invisible_ms,
                     tag_filter=tag_filter,

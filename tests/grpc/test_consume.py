@@ -223,6 +223,18 @@ async def test_query_assignment_names_the_whole_topic_on_this_broker(
     assert missing.status.code == code("TOPIC_NOT_FOUND")
 
 
+async def test_a_receive_naming_one_queue_is_served_from_every_queue(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    # the Node.js client's simple consumer names queue 0 in every receive (the 5.x proxy serves
+    # the broker the queue is on): a receive bound to that queue would never see the others
+    for queue_id in (1, 2, 3):
+        await producer.send(Message(TOPIC, f"q{queue_id}".encode(), queue_id=queue_id))
+    got = await receive(context_of(broker), queue_id=0)
+    assert sorted(m.body for m in got.messages) == [b"q1", b"q2", b"q3"]
+    assert sorted(m.system_properties.queue_id for m in got.messages) == [1, 2, 3]
+
+
 async def test_filters_and_refusals_of_a_receive(broker: RunningBroker, producer: Producer) -> None:
     await producer.send(Message(TOPIC, b"a", tags="TagA"))
     await producer.send(Message(TOPIC, b"b", tags="TagB"))
