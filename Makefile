@@ -25,6 +25,7 @@ $(VENV)/.test-installed: pyproject.toml constraints.txt | $(PY)
 	bash tests/powercut/install-fuse.sh
 	bash tests/install-chromium.sh
 	PYTHON=$(PYTHON) bash tests/grpc/install-client.sh
+	bash tests/grpc/install-node-client.sh
 	$(PIP) install -q -c constraints.txt -e '.[test,spark,bench]'
 	$(PY) -m protocol.v2.build
 	touch $@ $(VENV)/.run-installed

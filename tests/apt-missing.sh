@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # Sourced by the install scripts of the tests' system packages (tests/install-chromium.sh,
-# tests/powercut/install-fuse.sh): install_missing NAME HINT PACKAGE... installs the packages
-# dpkg does not list as installed, with apt-get as root; without apt-get or root it names them
-# and fails. HINT says what to install by hand where there is no apt-get.
+# tests/powercut/install-fuse.sh, tests/grpc/install-node-client.sh): install_missing NAME HINT
+# PACKAGE... installs the packages dpkg does not list as installed, with apt-get as root;
+# without apt-get or root it names them and fails. HINT says what to install by hand where there
+# is no apt-get.
 
 install_missing() {
     local name=$1 hint=$2

@@ -19,6 +19,7 @@ TESTS = pathlib.Path(__file__).parent
 SCRIPTS = [
     (TESTS / "install-chromium.sh", "install-chromium", "chromium"),
     (TESTS / "powercut" / "install-fuse.sh", "install-fuse", "fuse3"),
+    (TESTS / "grpc" / "install-node-client.sh", "install-node-client", "nodejs"),
 ]
 IDS = [name for _, name, _ in SCRIPTS]
 

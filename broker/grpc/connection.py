@@ -26,6 +26,7 @@ import structlog
 import trio
 from hyperframe.frame import GoAwayFrame
 
+from broker.grpc.h2_server import ServerH2Connection
 from broker.grpc.methods import CallContext, Method, MethodTable, StatusCode
 from broker.grpc.streams import (
     RESPONSE_HEADERS,
@@ -70,7 +71,7 @@ class GrpcConnection:
         self.methods = methods
         self.tls = tls
         config = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
-        self.h2 = h2.connection.H2Connection(config)
+        self.h2: h2.connection.H2Connection = ServerH2Connection(config)
         self.streams: dict[int, CallStream] = {}
         self.calls = 0
         #: the last stream id served after a GOAWAY; later ones are refused
@@ -87,6 +88,8 @@ class GrpcConnection:
         self._reading = trio.CancelScope()
         self._last_active = trio.current_time()
         self._idle_out = False
+        #: the peer sent GOAWAY(NO_ERROR): its calls in flight go on until it closes the socket
+        self._peer_goaway = False
 
     # -- the connection task ----------------------------------------------------------------
 
@@ -150,7 +153,7 @@ class GrpcConnection:
             if not data:
                 if self.goaway_at is not None:
                     return
-                raise ConnectionEndedError("peer_closed")
+                raise ConnectionEndedError("peer_goaway" if self._peer_goaway else "peer_closed")
             try:
                 events = self.h2.receive_data(data)
             except h2.exceptions.ProtocolError as exc:
@@ -186,9 +189,10 @@ class GrpcConnection:
         elif isinstance(event, h2.events.RemoteSettingsChanged):
             self._wake_senders(0)
         elif isinstance(event, h2.events.ConnectionTerminated):
-            # h2 sends nothing more after a GOAWAY: the calls in flight end with the connection
-            reason = "peer_goaway" if not event.error_code else "peer_goaway_error"
-            raise ConnectionEndedError(reason, f"error code {event.error_code}")
+            if not event.error_code:  # its calls in flight finish (h2_server.py)
+                self._peer_goaway = True
+                return
+            raise ConnectionEndedError("peer_goaway_error", f"error code {event.error_code}")
 
     def _check_budget(self) -> None:
         """Report the bytes held to the broker's read budget; past it, this connection may be

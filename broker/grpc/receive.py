@@ -3,7 +3,8 @@
 A receive pops up to `batch_size` messages from any queue of the topic on this broker (queue id
 -1), whichever queue the request names: the 5.x proxy does the same (its receive picks a broker
 and pops that broker's queues as one), so a SimpleConsumer that round-robins over a route's
-queues is not held for its long-polling time on each empty queue. The group's messages are
+queues is not held for its long-polling time on each empty queue, and the Node.js client's,
+which only ever names queue 0, still gets every queue's messages. The group's messages are
 hidden for the invisible duration. Nothing there: the call is held until a message arrives on
 one of the topic's queues or the group's pop retry queue (the store's arrival listener wakes
 it, no polling) or the long polling timeout passes, never past the call's deadline less a
@@ -141,7 +142,7 @@ def receive_handler(
                 return await service.pop(
                     group,
                     topic,
-                    queue_id,
+                    -1,
                     max_nums=batch,
                     invisible_ms=invisible_ms,
                     tag_filter=tag_filter,

@@ -250,6 +250,7 @@ async def test_a_receive_pops_every_queue_whichever_it_names(
     ctx = context_of(broker)
     got = await receive(ctx, queue_id=2)
     assert sorted(m.body for m in got.messages) == [b"q0", b"q1", b"q2", b"q3"]
+    assert sorted(m.system_properties.queue_id for m in got.messages) == [0, 1, 2, 3]
     await producer.send(Message(TOPIC, b"later", queue_id=0))
     stale = await receive(ctx, queue_id=99)
     assert [m.body for m in stale.messages] == [b"later"]

@@ -12,6 +12,7 @@ from typing import Any
 import h2.errors
 import h2.exceptions
 import trio
+from hyperframe.frame import DataFrame, GoAwayFrame
 from structlog.testing import capture_logs
 
 from broker.grpc.methods import GrpcSettings
@@ -213,22 +214,77 @@ async def test_partial_messages_past_the_read_budget_end_the_connection(
     await running.stop()
 
 
-async def test_the_client_goaway_ends_its_calls_cleanly(nursery: trio.Nursery) -> None:
+def _goaway(error_code: int = 0, last_stream_id: int = 0) -> bytes:
+    """A client's GOAWAY as raw bytes: the test's own h2 would refuse to send anything after."""
+    goaway = GoAwayFrame(0)
+    goaway.last_stream_id = last_stream_id
+    goaway.error_code = error_code
+    return bytes(goaway.serialize())
+
+
+async def test_calls_in_flight_finish_after_the_client_goaway(nursery: trio.Nursery) -> None:
+    # grpc-js closing its channel: GOAWAY(NO_ERROR), then the half-close of an open bidi call
+    # (h2 alone closed the connection on that DATA: "RECV_DATA in state CLOSED")
+    running = await start_server(nursery)
+    client = await RawClient.open(running.port)
+    with capture_logs() as logs:
+        bidi = await client.request(grpc_headers(path=SERVICE + "Bidi"), frame(_hello()), end=False)
+        with trio.fail_after(10):
+            while frame(_hello()) not in client.answers[bidi].data:
+                await client.receive()
+        await client.stream.send_all(_goaway())
+        client.h2.send_data(bidi, frame(_hello()), end_stream=True)
+        await client.flush()
+        answer = await client.answer(bidi)
+        assert answer.status == "0"
+        assert answer.data == frame(_hello()) * 2
+        assert client.goaway is None and not client.closed
+        await client.aclose()
+        assert (await _closed_soon(logs))[0] == "peer_goaway"
+    assert not [e for e in logs if e["event"] in {"grpc_connection_failed", "grpc_handler_failed"}]
+    await running.stop()
+
+
+async def test_a_client_goaway_with_an_error_ends_its_calls(nursery: trio.Nursery) -> None:
     running = await start_server(nursery)
     client = await RawClient.open(running.port)
     with capture_logs() as logs:
         await client.request(grpc_headers(path=SERVICE + "Slow"), frame(_hello()))
         with trio.fail_after(10):
             await running.probe.slow_started.wait()
-        client.h2.close_connection()
-        await client.flush()
-        with trio.fail_after(10):  # this h2 takes no frame after its GOAWAY: raw bytes to EOF
-            while await client.stream.receive_some(65536):
-                pass
-        assert (await _closed_soon(logs))[0] == "peer_goaway"
+        await client.stream.send_all(_goaway(h2.errors.ErrorCodes.PROTOCOL_ERROR, 0))
+        await client.until_closed()
+        assert (await _closed_soon(logs))[0] == "peer_goaway_error"
         await _still_serves(running)
     assert running.probe.cancelled.is_set()
-    assert not [e for e in logs if e["event"] in {"grpc_connection_failed", "grpc_handler_failed"}]
+    await running.stop()
+
+
+async def test_data_after_the_call_ended_is_dropped_and_the_connection_goes_on(
+    nursery: trio.Nursery,
+) -> None:
+    # the server answered and reset a stream whose request the client was still sending: the
+    # client's DATA in flight is dropped, its flow-control credit given back, nothing closed
+    running = await start_server(nursery)
+    client = await RawClient.open(running.port)
+    await client.settle()
+    with capture_logs() as logs:
+        stream_id = await client.request(grpc_headers(path="/x.Y/Z"), frame(_hello()), end=False)
+        answer = await client.answer(stream_id)
+        assert answer.status == "12"
+        window = client.h2.outbound_flow_control_window
+        for _ in range(3):  # past the reset, the raw bytes h2 would not send on a closed stream
+            data = DataFrame(stream_id)
+            data.data = b"x" * 16_000
+            await client.stream.send_all(data.serialize())
+        with trio.fail_after(10):
+            while client.h2.outbound_flow_control_window < window:
+                await client.receive()
+        ok = await client.answer(await client.request(grpc_headers(), frame(_hello())))
+        assert ok.status == "0"
+        assert not client.closed
+    assert _closed(logs) == []
+    await client.aclose()
     await running.stop()
 
 
