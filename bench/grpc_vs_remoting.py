@@ -203,6 +203,9 @@ async def pull_drain(port: int, group: str, settings: Settings) -> Outcome:
                 for _ in range(settings.receivers):
                     nursery.start_soon(receiver)
         out.seconds = time.monotonic() - started
+        committed = [await consumer.committed(RECEIVE_TOPIC, q) for q in range(QUEUES)]
+        if committed != ends:
+            out.fail(f"committed offsets {committed}, the queues end at {ends}")
     out.answered = len(seen)
     if out.answered != settings.messages:
         out.fail(f"drained {out.answered} of {settings.messages}")
