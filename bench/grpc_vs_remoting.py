@@ -13,10 +13,13 @@ messages the paths take turns row by row, `--repeat` times (the median by msgs/s
   AckMessage of the batch, from `--receivers` threads on one channel, against PULL_MESSAGE of
   `--batch` + UPDATE_CONSUMER_OFFSET (rmq_client's pull consumer, `--receivers` tasks on one
   connection over the topic's 4 queues). One read call and one commit call per batch each way.
+  For reference, after the pulls, the same drain by 4.x's pop on the remoting broker
+  (`remoting_pop`: POP_MESSAGE of `--batch` + one ACK_MESSAGE per message, a task per queue):
+  the pop semantics a 5.x receive is built on, without gRPC.
 
 Each row prints msgs/s, p50/p99 (ack latency of a send; one batch read of a receive), the
 broker's CPU time per message and this process's (the client's), from /proc, then a `ratio`
-line grpc / remoting; the brokers' resident memory idle and after the runs ends the report.
+line grpc / each other path; the brokers' resident memory idle and after the runs ends it.
 
     .venv/bin/python bench/grpc_vs_remoting.py [--duration 3] [--concurrency 8] [--messages 10000]
 """
@@ -27,10 +30,10 @@ import argparse
 import statistics
 import sys
 import time
-from array import array
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -38,12 +41,11 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import _remoting_client as remoting
 from bench._common import cpu_seconds, load_average, percentile, print_machine, report, rss_mib
 from bench._grpc_client import Outcome, drain, drive_sends, send_requests
-from bench._loadgen import QUEUES, TOPIC, Load, Share, Target
+from bench._loadgen import TOPIC, Load, Target
 from rmq_client import BrokerOptions, BrokerProcess
-from rmq_client.producer import Message, open_producer
-from rmq_client.pull_consumer import open_pull_consumer
 
 BODY_SIZE: Final = 1024
 RECEIVE_TOPIC: Final = "BenchReceive"
@@ -58,6 +60,7 @@ CLIENTS: Final = {
     ("send", "remoting"): "loadgen",
     ("receive", "grpc"): "grpcio",
     ("receive", "remoting"): "rmq_client",
+    ("receive", "remoting_pop"): "rmq_client",
 }
 
 
@@ -105,34 +108,43 @@ def measured(broker: BrokerProcess, run: Callable[[], Outcome]) -> Figures:
     )
 
 
+Run = Callable[[int], Figures]
+
+
 class GrpcPath:
     name: Final = "grpc"
 
-    def __init__(self, broker: BrokerProcess, channel: Any) -> None:
+    def __init__(self, broker: BrokerProcess, channel: Any, settings: Settings) -> None:
         self.broker = broker
         self.channel = channel
+        self.settings = settings
         self.requests = send_requests(TOPIC, BODY_SIZE)
         drive_sends(channel, self.requests[:50], 1, 0.0, 0.3)  # topic, connection, imports
 
-    def send(self, settings: Settings, concurrency: int) -> Figures:
-        return measured(
-            self.broker,
-            lambda: drive_sends(
-                self.channel, self.requests, concurrency, settings.warmup_s, settings.duration_s
-            ),
-        )
+    def send(self, concurrency: int) -> Run:
+        def run(_: int) -> Figures:
+            s = self.settings
+            return measured(
+                self.broker,
+                lambda: drive_sends(
+                    self.channel, self.requests, concurrency, s.warmup_s, s.duration_s
+                ),
+            )
 
-    def receive(self, settings: Settings, group: str) -> Figures:
+        return run
+
+    def receive(self, attempt: int) -> Figures:
+        s = self.settings
         return measured(
             self.broker,
             lambda: drain(
                 self.channel,
-                group,
+                f"bench-grpc-{attempt}",
                 RECEIVE_TOPIC,
-                settings.messages,
-                receivers=settings.receivers,
-                batch=settings.batch,
-                timeout_s=settings.drain_timeout_s,
+                s.messages,
+                receivers=s.receivers,
+                batch=s.batch,
+                timeout_s=s.drain_timeout_s,
             ),
         )
 
@@ -140,109 +152,62 @@ class GrpcPath:
 class RemotingPath:
     name: Final = "remoting"
 
-    def __init__(self, broker: BrokerProcess) -> None:
+    def __init__(self, broker: BrokerProcess, settings: Settings) -> None:
         self.broker = broker
+        self.settings = settings
         self.target = Target("remoting", "127.0.0.1", broker.port)
-        Share(self.target, Load(1, 1, BODY_SIZE, 0.3, 0.0), [0]).run(time.monotonic())
+        remoting.sender(self.target, Load(1, 1, BODY_SIZE, 0.3, 0.0))()  # topic, imports
 
-    def send(self, settings: Settings, concurrency: int) -> Figures:
-        load = Load(1, concurrency, BODY_SIZE, settings.duration_s, settings.warmup_s)
-        share = Share(self.target, load, [0])  # connected, its frames encoded
+    def send(self, concurrency: int) -> Run:
+        def run(_: int) -> Figures:
+            s = self.settings
+            load = Load(1, concurrency, BODY_SIZE, s.duration_s, s.warmup_s)
+            return measured(self.broker, remoting.sender(self.target, load))
 
-        def run() -> Outcome:
-            result = share.run(time.monotonic())
-            latencies = array("d")
-            latencies.frombytes(result.latencies_us)
-            out = Outcome(result.acked, result.replies, result.failed, result.first_failure)
-            out.latencies_s = sorted(us / 1e6 for us in latencies)
-            out.seconds = settings.duration_s
-            if result.unanswered:
-                out.fail(f"{result.unanswered} requests unanswered")
-            return out
+        return run
 
-        return measured(self.broker, run)
-
-    def receive(self, settings: Settings, group: str) -> Figures:
+    def receive(self, attempt: int) -> Figures:
+        s = self.settings
+        drain_all = partial(
+            remoting.pull_drain,
+            receivers=s.receivers,
+            batch=s.batch,
+            timeout_s=s.drain_timeout_s,
+        )
         return measured(
             self.broker,
-            lambda: trio.run(pull_drain, self.broker.port, group, settings),
+            lambda: trio.run(
+                drain_all, self.broker.port, f"bench-pull-{attempt}", RECEIVE_TOPIC, s.messages
+            ),
         )
 
-
-async def pull_drain(port: int, group: str, settings: Settings) -> Outcome:
-    """Pull every queue of RECEIVE_TOPIC from offset 0 to its end, committing after each pull."""
-    out = Outcome()
-    seen: set[tuple[int, int]] = set()
-    async with open_pull_consumer("127.0.0.1", port, group, client_id=f"{group}@0") as consumer:
-        await consumer.subscribe(RECEIVE_TOPIC)
-        ends = [await consumer.max_offset(RECEIVE_TOPIC, q) for q in range(QUEUES)]
-        todo = list(range(QUEUES))
-        started = time.monotonic()
-
-        async def receiver() -> None:
-            while todo:
-                queue_id = todo.pop()
-                offset = 0
-                while offset < ends[queue_id]:
-                    call_started = time.monotonic()
-                    result = await consumer.pull(
-                        RECEIVE_TOPIC, queue_id, offset, max_nums=settings.batch
-                    )
-                    out.latencies_s.append(time.monotonic() - call_started)
-                    keys = {(queue_id, record.queue_offset) for record in result.records}
-                    if keys & seen or len(keys) != len(result.records) or not keys:
-                        out.fail(f"pull of queue {queue_id} at {offset}: {result.code}")
-                        return
-                    seen.update(keys)
-                    out.replies += len(keys)
-                    offset = result.next_begin_offset
-                    await consumer.commit(RECEIVE_TOPIC, queue_id, offset)
-
-        with trio.fail_after(settings.drain_timeout_s):
-            async with trio.open_nursery() as nursery:
-                for _ in range(settings.receivers):
-                    nursery.start_soon(receiver)
-        out.seconds = time.monotonic() - started
-        committed = [await consumer.committed(RECEIVE_TOPIC, q) for q in range(QUEUES)]
-        if committed != ends:
-            out.fail(f"committed offsets {committed}, the queues end at {ends}")
-    out.answered = len(seen)
-    if out.answered != settings.messages:
-        out.fail(f"drained {out.answered} of {settings.messages}")
-    out.latencies_s.sort()
-    return out
-
-
-async def preload(port: int, messages: int) -> None:
-    """`messages` 1 KiB messages into RECEIVE_TOPIC's 4 queues, 16 sends in flight."""
-    payload = b"r" * BODY_SIZE
-    async with open_producer("127.0.0.1", port) as producer, trio.open_nursery() as nursery:
-        for task in range(16):
-            count = messages // 16 + (task < messages % 16)
-            nursery.start_soon(_send_many, producer, task % QUEUES, count, payload)
-
-
-async def _send_many(producer: Any, queue_id: int, count: int, payload: bytes) -> None:
-    for _ in range(count):
-        await producer.send(Message(RECEIVE_TOPIC, payload, queue_id=queue_id))
-
-
-Path_ = GrpcPath | RemotingPath
+    def pop(self, attempt: int) -> Figures:
+        s = self.settings
+        drain_all = partial(remoting.pop_drain, batch=s.batch, timeout_s=s.drain_timeout_s)
+        return measured(
+            self.broker,
+            lambda: trio.run(
+                drain_all, self.broker.port, f"bench-pop-{attempt}", RECEIVE_TOPIC, s.messages
+            ),
+        )
 
 
 def run_row(
     kind: str,
     family: str,
-    paths: Sequence[Path_],
-    settings: Settings,
-    one: Callable[[Path_, int], Figures],
+    repeat: int,
+    turns: dict[str, Run],
+    after: dict[str, Run] | None = None,
 ) -> int:
-    """`repeat` runs per path, taking turns; print each path's median run and the ratios.
-    Returns how many runs failed (a refused call, a message missing or twice)."""
-    runs: dict[str, list[Figures]] = {path.name: [] for path in paths}
-    for attempt in range(settings.repeat):
-        for path in paths:
-            runs[path.name].append(one(path, attempt))
+    """`repeat` runs of each of `turns`, taking turns, then of each of `after`; print each
+    one's median run (by msgs/s) and the ratios of grpc to the others. Returns how many runs
+    failed (a refused call, a message missing or twice)."""
+    runs: dict[str, list[Figures]] = {name: [] for name in [*turns, *(after or {})]}
+    for attempt in range(repeat):
+        for name, run in turns.items():
+            runs[name].append(run(attempt))
+    for name, run in (after or {}).items():
+        runs[name] = [run(attempt) for attempt in range(repeat)]
     medians = {}
     void = 0
     for name, figures in runs.items():
@@ -251,25 +216,26 @@ def run_row(
             void += 1
         median = sorted(figures, key=lambda f: f.msgs_per_s)[len(figures) // 2]
         medians[name] = median
+        latency = {"p50_ms": median.p50_ms, "p99_ms": median.p99_ms} if median.p99_ms else {}
         report(
             kind,
             path=name,
             client=CLIENTS[family, name],
             msgs_per_s=median.msgs_per_s,
-            p50_ms=median.p50_ms,
-            p99_ms=median.p99_ms,
+            **latency,
             broker_cpu_us_msg=median.broker_cpu_us_msg,
             client_cpu_us_msg=median.client_cpu_us_msg,
             messages=median.messages,
             runs="/".join(str(round(f.msgs_per_s)) for f in figures),
         )
-    grpc, remoting = medians["grpc"], medians["remoting"]
-    report(
-        f"ratio {kind}",
-        msgs_grpc_over_remoting=_over(grpc.msgs_per_s, remoting.msgs_per_s),
-        p99_grpc_over_remoting=_over(grpc.p99_ms, remoting.p99_ms),
-        cpu_grpc_over_remoting=_over(grpc.broker_cpu_us_msg, remoting.broker_cpu_us_msg),
-    )
+    grpc = medians.pop("grpc")
+    ratios: dict[str, float] = {}
+    for name, other in medians.items():
+        ratios[f"msgs_grpc_over_{name}"] = _over(grpc.msgs_per_s, other.msgs_per_s)
+        if other.p99_ms:
+            ratios[f"p99_grpc_over_{name}"] = _over(grpc.p99_ms, other.p99_ms)
+        ratios[f"cpu_grpc_over_{name}"] = _over(grpc.broker_cpu_us_msg, other.broker_cpu_us_msg)
+    report(f"ratio {kind}", **ratios)
     return void
 
 
@@ -309,20 +275,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         remoting_broker = stack.enter_context(BrokerProcess(BrokerOptions(config=BROKER_CONFIG)))
         idle = {"grpc": _rss(grpc_broker), "remoting": _rss(remoting_broker)}
         channel = stack.enter_context(grpc.insecure_channel(f"127.0.0.1:{grpc_broker.grpc_port}"))
-        paths: list[Path_] = [GrpcPath(grpc_broker, channel), RemotingPath(remoting_broker)]
-        for concurrency in sorted({1, settings.concurrency}):
-
-            def send(path: Path_, _: int, concurrency: int = concurrency) -> Figures:
-                return path.send(settings, concurrency)
-
-            failed += run_row(f"send_1k_x{concurrency}", "send", paths, settings, send)
+        grpc_path = GrpcPath(grpc_broker, channel, settings)
+        remoting_path = RemotingPath(remoting_broker, settings)
+        for n in sorted({1, settings.concurrency}):
+            turns = {"grpc": grpc_path.send(n), "remoting": remoting_path.send(n)}
+            failed += run_row(f"send_1k_x{n}", "send", settings.repeat, turns)
         for broker in (grpc_broker, remoting_broker):
-            trio.run(preload, broker.port, settings.messages)
-
-        def receive(path: Path_, attempt: int) -> Figures:
-            return path.receive(settings, f"bench-{path.name}-{attempt}")
-
-        failed += run_row(f"receive_1k_b{settings.batch}", "receive", paths, settings, receive)
+            trio.run(remoting.preload, broker.port, RECEIVE_TOPIC, settings.messages, BODY_SIZE)
+        failed += run_row(
+            f"receive_1k_b{settings.batch}",
+            "receive",
+            settings.repeat,
+            {"grpc": grpc_path.receive, "remoting": remoting_path.receive},
+            # after the pulls: the revive work a pop leaves behind never falls in their figures
+            {"remoting_pop": remoting_path.pop},
+        )
         for name, broker in (("grpc", grpc_broker), ("remoting", remoting_broker)):
             report("footprint", path=name, idle_rss_mib=idle[name], after_rss_mib=_rss(broker))
     print(f"done {load_average()}", flush=True)

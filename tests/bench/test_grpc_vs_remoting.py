@@ -1,5 +1,6 @@
-"""bench/grpc_vs_remoting.py runs end to end with tiny counts: every row on both paths, every
-preloaded message received once each way, and the CPU figures read from /proc are the kernel's."""
+"""bench/grpc_vs_remoting.py runs end to end with tiny counts: every row on both paths (and the
+pop reference), every preloaded message received once each way, and the CPU figures read from
+/proc are the kernel's."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ def test_a_small_run_prints_each_row_for_both_paths_and_drains_every_message() -
     assert rows["receive_1k_b16", "remoting"]["client"] == "rmq_client"
     assert rows["receive_1k_b16", "grpc"]["messages"] == "200"
     assert rows["receive_1k_b16", "remoting"]["messages"] == "200"
+    assert rows["receive_1k_b16", "remoting_pop"]["messages"] == "200"
+    assert float(rows["ratio", "receive_1k_b16"]["cpu_grpc_over_remoting_pop"]) > 0
     assert float(rows["footprint", "remoting"]["after_rss_mib"]) > 0
     grpc = rows["footprint", "grpc"]
     # the gRPC bindings and protobuf are imported at the first gRPC connection, not before
