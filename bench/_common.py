@@ -17,11 +17,21 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
 
 def rss_mib(pid: int | None = None) -> float:
     """Resident set size of a process in MiB, from /proc (the page cache is not counted)."""
+    return _status_kib(pid, "VmRSS:") / 1024
+
+
+def anon_rss_mib(pid: int | None = None) -> float:
+    """The anonymous part of a process's resident set in MiB: its own memory, without the
+    pages of files it maps (a broker's mmap'ed commit log and index)."""
+    return _status_kib(pid, "RssAnon:") / 1024
+
+
+def _status_kib(pid: int | None, key: str) -> int:
     with open(f"/proc/{pid or os.getpid()}/status", encoding="ascii") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+            if line.startswith(key):
+                return int(line.split()[1])
+    return 0
 
 
 def cpu_seconds(pid: int | None = None) -> float:

@@ -19,7 +19,8 @@ messages the paths take turns row by row, `--repeat` times (the median by msgs/s
 
 Each row prints msgs/s, p50/p99 (ack latency of a send; one batch read of a receive), the
 broker's CPU time per message and this process's (the client's), from /proc, then a `ratio`
-line grpc / each other path; the brokers' resident memory idle and after the runs ends it.
+line grpc / each other path; the brokers' resident memory idle and after the runs ends it
+(`rss`, and `anon` without the pages of the files it maps: the commit log, the index).
 
     .venv/bin/python bench/grpc_vs_remoting.py [--duration 3] [--concurrency 8] [--messages 10000]
 """
@@ -42,7 +43,15 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import _remoting_client as remoting
-from bench._common import cpu_seconds, load_average, percentile, print_machine, report, rss_mib
+from bench._common import (
+    anon_rss_mib,
+    cpu_seconds,
+    load_average,
+    percentile,
+    print_machine,
+    report,
+    rss_mib,
+)
 from bench._grpc_client import Outcome, drain, drive_sends, send_requests
 from bench._loadgen import TOPIC, Load, Target
 from rmq_client import BrokerOptions, BrokerProcess
@@ -273,7 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             BrokerProcess(BrokerOptions(config={**BROKER_CONFIG, "grpc_listen": "127.0.0.1:0"}))
         )
         remoting_broker = stack.enter_context(BrokerProcess(BrokerOptions(config=BROKER_CONFIG)))
-        idle = {"grpc": _rss(grpc_broker), "remoting": _rss(remoting_broker)}
+        brokers = {"grpc": grpc_broker, "remoting": remoting_broker}
+        idle = {name: _memory(broker) for name, broker in brokers.items()}
         channel = stack.enter_context(grpc.insecure_channel(f"127.0.0.1:{grpc_broker.grpc_port}"))
         grpc_path = GrpcPath(grpc_broker, channel, settings)
         remoting_path = RemotingPath(remoting_broker, settings)
@@ -290,15 +300,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             # after the pulls: the revive work a pop leaves behind never falls in their figures
             {"remoting_pop": remoting_path.pop},
         )
-        for name, broker in (("grpc", grpc_broker), ("remoting", remoting_broker)):
-            report("footprint", path=name, idle_rss_mib=idle[name], after_rss_mib=_rss(broker))
+        for name, broker in brokers.items():
+            (idle_rss, idle_anon), (after_rss, after_anon) = idle[name], _memory(broker)
+            report(
+                "footprint",
+                path=name,
+                idle_rss_mib=idle_rss,
+                idle_anon_mib=idle_anon,
+                after_rss_mib=after_rss,
+                after_anon_mib=after_anon,
+            )
     print(f"done {load_average()}", flush=True)
     return 1 if failed else 0
 
 
-def _rss(broker: BrokerProcess) -> float:
+def _memory(broker: BrokerProcess) -> tuple[float, float]:
+    """The broker's resident memory and the anonymous part of it (no mapped file pages)."""
     assert broker.pid is not None
-    return rss_mib(broker.pid)
+    return rss_mib(broker.pid), anon_rss_mib(broker.pid)
 
 
 if __name__ == "__main__":
