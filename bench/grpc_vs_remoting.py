@@ -54,6 +54,7 @@ from bench._common import (
 )
 from bench._grpc_client import Outcome, drain, drive_sends, send_requests
 from bench._loadgen import TOPIC, Load, Target
+from broker.pop.service import MAX_POP_NUMS
 from rmq_client import BrokerOptions, BrokerProcess
 
 BODY_SIZE: Final = 1024
@@ -121,8 +122,6 @@ Run = Callable[[int], Figures]
 
 
 class GrpcPath:
-    name: Final = "grpc"
-
     def __init__(self, broker: BrokerProcess, channel: Any, settings: Settings) -> None:
         self.broker = broker
         self.channel = channel
@@ -159,8 +158,6 @@ class GrpcPath:
 
 
 class RemotingPath:
-    name: Final = "remoting"
-
     def __init__(self, broker: BrokerProcess, settings: Settings) -> None:
         self.broker = broker
         self.settings = settings
@@ -265,6 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per row and path")
     parser.add_argument("--drain-timeout", type=float, default=600.0)
     args = parser.parse_args(argv)
+    if min(args.duration, args.concurrency, args.messages, args.receivers, args.repeat) <= 0:
+        parser.error("--duration, --concurrency, --messages, --receivers, --repeat must be > 0")
+    if not 1 <= args.batch <= MAX_POP_NUMS:
+        parser.error(f"--batch must be within 1..{MAX_POP_NUMS} (the most a pop hands out)")
     settings = Settings(
         args.duration,
         args.warmup,
