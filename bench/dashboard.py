@@ -64,6 +64,7 @@ async def main(args: argparse.Namespace) -> None:
             {
                 "listen": "127.0.0.1:0",
                 "metrics_listen": "127.0.0.1:0",
+                "grpc_listen": "none",
                 "store_path_root_dir": store_dir,
                 "mapped_file_size_commit_log": 64 << 20,
                 "max_hash_slot_num": 5_000,

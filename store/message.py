@@ -119,7 +119,6 @@ class PutMessageResult(NamedTuple):
 
 
 @lru_cache(maxsize=4096)  # producers reuse a handful of tags
-@lru_cache(maxsize=4096)  # the tags of a send: a few values, one hash each per message
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode as a signed int32 (over UTF-16 code units): the tags code a
     consume-queue unit carries."""

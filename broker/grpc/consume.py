@@ -24,6 +24,7 @@ import structlog
 from broker.grpc.methods import CallContext, Kind, Message, Method, path
 from broker.grpc.outbound import duration_ms
 from broker.grpc.receive import pop_service, receive_handler, refusal
+from broker.grpc.renew import renewals
 from broker.grpc.status import ok, status
 from broker.pop.checks import check_group, parse_receipt, refuse
 from broker.pop.receipt import Receipt
@@ -73,13 +74,15 @@ class _Ack:
             pop.check_topic(topic, -1)
         except HeaderFieldError as exc:
             return service.AckMessageResponse(status=refusal(exc))
+        held = renewals(pop)
+        client_id = context.metadata.get("x-mq-client-id", "")
         for entry in request.entries:
             try:
-                receipt = parse_receipt(entry.receipt_handle)
+                handle = held.current(client_id, entry.receipt_handle)
+                receipt = parse_receipt(handle)
                 self._check_not_lapsed(pop, group, topic, receipt)
-                await pop.ack(
-                    group, topic, receipt.queue_id, receipt.queue_offset, entry.receipt_handle
-                )
+                await pop.ack(group, topic, receipt.queue_id, receipt.queue_offset, handle)
+                held.forget(client_id, entry.receipt_handle)
                 outcome = ok()
                 self._release_fifo(group, topic, receipt.queue_id)
             except HeaderFieldError as exc:
@@ -159,8 +162,12 @@ class _Forward:
         group, topic = request.group.name, request.topic.name
         try:
             pop = pop_service(self.broker)
-            await check_group(self.broker, group)
-            await forward_to_dead_letter(pop, group, topic, request.receipt_handle)
+            await check_group(self.broker.groups, group)
+            held = renewals(pop)
+            client_id = context.metadata.get("x-mq-client-id", "")
+            handle = held.current(client_id, request.receipt_handle)
+            await forward_to_dead_letter(pop, group, topic, handle)
+            held.forget(client_id, request.receipt_handle)
         except HeaderFieldError as exc:
             return service.ForwardMessageToDeadLetterQueueResponse(status=refusal(exc))
         return service.ForwardMessageToDeadLetterQueueResponse(status=ok())
@@ -176,7 +183,7 @@ class _Assignment:
         try:
             pop = pop_service(self.broker)
             config = pop.check_topic(topic, -1)
-            await check_group(self.broker, request.group.name)
+            await check_group(self.broker.groups, request.group.name)
         except HeaderFieldError as exc:
             return service.QueryAssignmentResponse(status=refusal(exc))
         readable = config.read_queue_nums > 0 and self.broker.config.broker_permission & PERM_READ

@@ -25,6 +25,7 @@ import trio
 
 from broker.grpc.methods import CallContext, Message
 from broker.grpc.outbound import duration_ms, timestamp, to_v5
+from broker.grpc.renew import renewals
 from broker.grpc.status import from_remoting, ok, status
 from broker.pop.checks import check_group, refuse
 from broker.pop.receipt import pop_retry_topic
@@ -118,11 +119,11 @@ def receive_handler(
                 raise _RefusedError("ILLEGAL_TOPIC", "the request names no topic")
             queue_id = request.message_queue.id
             service.check_topic(topic, queue_id)
-            order = (await check_group(broker, group)).consume_message_orderly
+            order = (await check_group(broker.groups, group)).consume_message_orderly
             invisible_ms = (
                 duration_ms(request.invisible_duration)
                 if request.HasField("invisible_duration") and not request.auto_renew
-                else DEFAULT_INVISIBLE_MS
+                else renewals(service).invisible_ms
             )
             batch = min(max(request.batch_size, 1), MAX_POP_NUMS)
             poll_s = (
@@ -155,18 +156,23 @@ def receive_handler(
             return
         yield _response(status=ok())
         attempts = order_attempts(result.order_count_info)
+        client_id = context.metadata.get("x-mq-client-id", "") if request.auto_renew else ""
         for data in result.messages:
             for record in decode_copied_records(data):
                 attempt = attempts.get((record.queue_id, record.queue_offset))
-                yield _response(
-                    message=to_v5(
-                        record,
-                        topic=topic,
-                        namespace=namespace,
-                        invisible_ms=invisible_ms,
-                        attempt=attempt,
-                    )
+                message = to_v5(
+                    record,
+                    topic=topic,
+                    namespace=namespace,
+                    invisible_ms=invisible_ms,
+                    attempt=attempt,
                 )
+                if client_id:
+                    handle = message.system_properties.receipt_handle
+                    renewals(pop_service(broker)).add(
+                        client_id, group, topic, handle, broker.store.now_ms()
+                    )
+                yield _response(message=message)
         yield _response(delivery_timestamp=timestamp(broker.store.now_ms()))
 
     return receive

@@ -24,6 +24,7 @@ import trio
 
 from broker.context import BrokerContext
 from broker.grpc.methods import CallContext, Message
+from broker.grpc.renew import renewals
 from broker.grpc.status import ok, status
 from broker.grpc.transaction_ids import check_command_to_telemetry
 from broker.producer_manager import Channel
@@ -160,6 +161,9 @@ class SessionService:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_forward, inbox, send)
+                if self.broker.pop is not None:
+                    keep = renewals(self.broker.pop).keep
+                    nursery.start_soon(keep, session.client_id, self.broker.pop)
                 async for command in requests:
                     answer = self._on_command(session, command)
                     if answer is not None:

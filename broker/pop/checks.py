@@ -10,7 +10,7 @@ from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
 
 if TYPE_CHECKING:
-    from broker.context import BrokerContext
+    from broker.subscription_group import SubscriptionGroupManager
     from protocol.admin_group import SubscriptionGroupConfig
 
 #: the shortest and longest invisible time a pop or a change may ask for, ms
@@ -56,9 +56,9 @@ def check_receipt_names(receipt: Receipt, queue_id: int, offset: int, broker_nam
         )
 
 
-async def check_group(broker: BrokerContext, group: str) -> SubscriptionGroupConfig:
+async def check_group(groups: SubscriptionGroupManager, group: str) -> SubscriptionGroupConfig:
     """The group's config: it exists (or may be created) and may consume."""
-    config = await broker.groups.find_or_create(group)
+    config = await groups.find_or_create(group)
     if config is None:
         raise refuse(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,

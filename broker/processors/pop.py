@@ -50,7 +50,7 @@ class PopMessageProcessor:
                 f"the broker[{ctx.broker.addr}] pop message is forbidden",
             )
         service.check_topic(header.topic, header.queue_id)
-        await check_group(ctx.broker, header.consumer_group)
+        await check_group(ctx.broker.groups, header.consumer_group)
         if header.exp_type not in (None, "", "TAG"):
             raise refuse(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED,

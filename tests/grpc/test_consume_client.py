@@ -9,12 +9,9 @@ not."""
 
 from __future__ import annotations
 
-import json
 import pathlib
-import subprocess
 from collections import Counter, defaultdict
 
-import pytest
 import trio
 
 from protocol.admin_group import SubscriptionGroupConfig
@@ -22,29 +19,13 @@ from rmq_client.admin_groups import update_subscription_group
 from rmq_client.producer import Message, open_producer
 from rmq_client.pull_consumer import PullConsumer
 from tests.daemon import Daemon
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLIENT_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
-CLIENT_SCRIPT = pathlib.Path(__file__).with_name("client_consume.py")
+from tests.grpc.official import run_script
 
 
 def _run_client(
     mode: str, endpoint: str, group: str, topic: str, expected: int
 ) -> dict[str, object]:
-    if not CLIENT_PYTHON.exists():
-        pytest.fail("the RocketMQ 5 client is not installed: bash tests/grpc/install-client.sh")
-    done = subprocess.run(
-        [str(CLIENT_PYTHON), str(CLIENT_SCRIPT), mode, endpoint, group, topic, str(expected), "60"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(ROOT / ".venv-rmq5")},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert isinstance(result, dict)
-    return result
+    return run_script("client_consume.py", mode, endpoint, group, topic, str(expected), "60")
 
 
 async def _send(port: int, topic: str, bodies: list[bytes]) -> list[str]:
@@ -119,7 +100,9 @@ def test_push_consumer_gets_everything_once_beside_a_4x_group(tmp_path: pathlib.
 def test_after_kill_9_unacked_messages_come_back_and_acked_ones_do_not(
     tmp_path: pathlib.Path,
 ) -> None:
-    env = {"RMQ_GRPC_LISTEN": "127.0.0.1:0"}
+    # one queue: each receive finds the messages, none long-polls an empty queue while the
+    # first client's 10 s invisible time runs
+    env = {"RMQ_GRPC_LISTEN": "127.0.0.1:0", "RMQ_DEFAULT_TOPIC_QUEUE_NUMS": "1"}
     topic = "GrpcCrash"
     daemon = Daemon(tmp_path / "store", env=env)
     try:

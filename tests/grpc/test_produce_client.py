@@ -4,11 +4,8 @@ and a check answered through Telemetry), each stored with the properties a 4.x c
 
 from __future__ import annotations
 
-import json
 import pathlib
-import subprocess
 
-import pytest
 import trio
 
 from protocol.properties import decode_properties
@@ -16,28 +13,13 @@ from rmq_client.producer import open_producer
 from rmq_client.pull_consumer import PullConsumer
 from store.decode import CommitLogRecord
 from tests.daemon import Daemon
+from tests.grpc.official import run_script
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLIENT_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
-CLIENT_SCRIPT = pathlib.Path(__file__).with_name("client_produce.py")
 TOPIC, TX_TOPIC = "GrpcProduce", "GrpcProduceTx"
 
 
 def _run_client(endpoint: str, *args: str) -> dict[str, object]:
-    if not CLIENT_PYTHON.exists():
-        pytest.fail("the RocketMQ 5 client is not installed: bash tests/grpc/install-client.sh")
-    done = subprocess.run(
-        [str(CLIENT_PYTHON), str(CLIENT_SCRIPT), endpoint, TOPIC, *(args or (TX_TOPIC,))],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(ROOT / ".venv-rmq5")},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert isinstance(result, dict)
-    return result
+    return run_script("client_produce.py", endpoint, TOPIC, *(args or (TX_TOPIC,)))
 
 
 async def _pull_all(port: int, topic: str, wait_for: int) -> list[CommitLogRecord]:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import pathlib
 import re
-import subprocess
 
-import pytest
 import trio
 
 from protocol.properties import decode_properties
 from tests.daemon import Daemon
-from tests.grpc.test_produce_client import CLIENT_PYTHON, ROOT, _pull_all
+from tests.grpc.official import ROOT, run_official
+from tests.grpc.test_produce_client import _pull_all
 
 SECTION = "### RocketMQ 5 clients (gRPC)"
 
@@ -28,22 +27,12 @@ def example() -> str:
 
 
 def test_the_readme_5x_example_sends_through_the_grpc_port(tmp_path: pathlib.Path) -> None:
-    if not CLIENT_PYTHON.exists():
-        pytest.fail("the RocketMQ 5 client is not installed: bash tests/grpc/install-client.sh")
     source = example()
     assert "127.0.0.1:8081" in source
     daemon = Daemon(tmp_path / "store", env={"RMQ_GRPC_LISTEN": "127.0.0.1:0"})
     try:
         grpc_port = int(str(daemon.event("listening")["grpc_port"]))
-        done = subprocess.run(
-            [str(CLIENT_PYTHON), "-c", source.replace("8081", str(grpc_port))],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(ROOT / ".venv-rmq5")},
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
+        run_official("-c", source.replace("8081", str(grpc_port)), timeout_s=120)
         records = trio.run(_pull_all, daemon.port, "TopicA", 1)
         assert [r.body for r in records] == [b"hello"]
         assert decode_properties(records[0].properties)["TAGS"] == "TagA"

@@ -4,7 +4,6 @@ RocketMQ 5 client served (a method the service lacks answered UNIMPLEMENTED, nev
 
 from __future__ import annotations
 
-import json
 import pathlib
 import socket
 import subprocess
@@ -15,31 +14,16 @@ import pytest
 
 from rmq_client import BrokerOptions, BrokerProcess
 from tests.daemon import Daemon
+from tests.grpc.official import run_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLIENT_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
-CLIENT_SCRIPT = pathlib.Path(__file__).with_name("client_transport.py")
 
 
 def official_client(endpoint: str, topic: str, ca: str | None = None) -> dict[str, object]:
     """What the official client's script saw; over TLS trusting `ca` when it is given."""
-    if not CLIENT_PYTHON.exists():
-        pytest.fail("the RocketMQ 5 client is not installed: bash tests/grpc/install-client.sh")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(ROOT / ".venv-rmq5")}
-    if ca is not None:
-        env["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = ca
-    done = subprocess.run(
-        [str(CLIENT_PYTHON), str(CLIENT_SCRIPT), endpoint, topic, *(["tls"] if ca else [])],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert isinstance(result, dict)
-    return result
+    env = {} if ca is None else {"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": ca}
+    tls = ["tls"] if ca else []
+    return run_script("client_transport.py", endpoint, topic, *tls, env=env, timeout_s=120)
 
 
 def test_official_client_sends_through_the_service(tmp_path: pathlib.Path) -> None:

@@ -8,9 +8,10 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
+from tests.integration.conftest import client_home
 from tests.reliability.conftest import SOAK, Daemon, read_records, segment_paths
 
-__all__ = ["SOAK", "Daemon", "read_records", "segment_paths"]
+__all__ = ["SOAK", "Daemon", "client_home", "read_records", "segment_paths"]
 
 
 def start_master(

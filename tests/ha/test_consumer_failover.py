@@ -179,8 +179,10 @@ def one_kill(
 
 
 def test_consumers_continue_from_the_slave_when_the_master_is_killed(
-    tmp_path: pathlib.Path, daemons: list[Daemon]
+    tmp_path: pathlib.Path, daemons: list[Daemon], client_home: pathlib.Path
 ) -> None:
+    """`client_home`: the C++ client in this process keeps its logs under the HOME of the first
+    test that starts it (tests/integration/conftest.py)."""
     rng = random.Random()
     seed = rng.randrange(1 << 30)
     print(f"consumer_failover seed={seed}")

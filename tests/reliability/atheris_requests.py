@@ -85,6 +85,8 @@ def start_broker(store_dir: str) -> int:
     config = build_config(
         {
             "listen": "127.0.0.1:0",
+            # the two flush types run beside each other: neither may take the default gRPC port
+            "grpc_listen": "none",
             "store_path_root_dir": store_dir,
             "mapped_file_size_commit_log": 1 << 20,
             "flush_disk_type": os.environ.get("FUZZ_FLUSH", "ASYNC_FLUSH"),
