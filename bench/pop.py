@@ -33,10 +33,12 @@ TOPIC = "BenchThroughput"
 GROUP = "bench-pop"
 
 
-async def pop_queue(conn: Producer, queue_id: int) -> int:
+async def pop_queue(
+    conn: Producer, queue_id: int, *, topic: str = TOPIC, group: str = GROUP, batch: int = 32
+) -> int:
     """Pop and ack queue `queue_id` until a pop finds nothing; how many were acked."""
     acked = 0
-    pop = PopMessageRequestHeader(GROUP, TOPIC, queue_id, 32, 60_000, 0, 0, 0, "TAG", "*")
+    pop = PopMessageRequestHeader(group, topic, queue_id, batch, 60_000, 0, 0, 0, "TAG", "*")
     while True:
         command = RemotingCommand.request(RequestCode.POP_MESSAGE, pop.to_ext_fields())
         response = await conn.request(command)
@@ -44,7 +46,7 @@ async def pop_queue(conn: Producer, queue_id: int) -> int:
             return acked
         for record in decode_copied_records(response.body or b""):
             receipt = decode_properties(record.properties)["POP_CK"]
-            ack = AckMessageRequestHeader(GROUP, TOPIC, queue_id, receipt, record.queue_offset)
+            ack = AckMessageRequestHeader(group, topic, queue_id, receipt, record.queue_offset)
             answer = await conn.request(
                 RemotingCommand.request(RequestCode.ACK_MESSAGE, ack.to_ext_fields())
             )

@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import multiprocessing
-import os
-import platform
 import queue
 import sys
 import time
@@ -40,7 +38,7 @@ from typing import Final
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import cluster_send
-from bench._common import report
+from bench._common import load_average, print_machine, report
 from bench._loadgen import Dialect, Load, Share, ShareResult, Target
 from bench._loadgen_profile import print_hot_spots, profiling
 from bench._loadgen_report import (
@@ -249,26 +247,6 @@ def _parse_rows(text: str | None) -> list[Row]:
     return rows
 
 
-def _print_machine() -> None:
-    model = "unknown cpu"
-    with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
-        for line in cpuinfo:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    print(
-        f"machine cpus={os.cpu_count()} cpu={model!r} kernel={platform.release()} "
-        f"python={platform.python_version()} {_load_average()}",
-        flush=True,
-    )
-
-
-def _load_average() -> str:
-    """Other work on the machine skews every figure; say how busy it was."""
-    one, five, _ = os.getloadavg()
-    return f"loadavg_1m={one:.2f} loadavg_5m={five:.2f}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rows", help="comma-separated, e.g. SYNC-8x1-1KiB,ASYNC-8x16-128B")
@@ -292,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = _parse_rows(args.rows)
     if args.brokers is not None:
-        _print_machine()
+        print_machine()
         cluster_row = rows[0] if args.rows else Row("ASYNC", 12, 16, 1024)
         cluster_send.run(max(1, args.brokers), cluster_row, args.duration, args.broker_executable)
         return 0
@@ -304,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.broker_executable,
         args.profile,
     )
-    _print_machine()
+    print_machine()
     with_redis = not args.no_redis and redis_available()
     if not args.no_redis and not with_redis:
         print("redis-server not found (apt-get install -y redis-server): broker rows only")
@@ -324,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_ratios(row, ours[row.name], redis.get(row.name), minimal.get(row.name))
     print_targets(ours, redis)
     chart(rows, list(by_kind.items()), args.chart)
-    print(f"chart {args.chart} {_load_average()}", flush=True)
+    print(f"chart {args.chart} {load_average()}", flush=True)
     return 0
 
 
