@@ -12,12 +12,13 @@ This module knows nothing about frames; `frame.py` hands it the header bytes.
 from __future__ import annotations
 
 import json
+import struct
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
 import orjson
 
-from .codes import LanguageCode, SerializeType
+from .codes import MQ_VERSION, LanguageCode, SerializeType
 from .command import RESPONSE_FLAG, RemotingCommand
 from .errors import HeaderFieldError, RemotingProtocolError
 
@@ -40,6 +41,12 @@ _MAX_ESCAPED_KEYS: Final = 256
 _escape = encode_basestring_ascii
 _orjson_loads = orjson.loads
 _orjson_dumps = orjson.dumps
+_FRAME_PREFIX: Final = struct.Struct(">ii")  # length, header word (serialize type JSON: 0)
+#: what follows the variable ext fields in a send's answer (`encode_json_send_answer`)
+_ANSWER_FLAG_LANGUAGE: Final = (
+    f',"flag":{RESPONSE_FLAG},"language":{_LANGUAGE_JSON[LanguageCode.JAVA]},"opaque":'
+)
+_ANSWER_TAIL: Final = f',"serializeTypeCurrentRPC":"JSON","version":{MQ_VERSION}}}'
 
 
 def decode_json_header(header: bytes | bytearray, body: bytes | None) -> RemotingCommand:
@@ -277,3 +284,30 @@ def _field_error(field: str, problem: str, value: object, where: str = "") -> He
 def _shown(value: object) -> str:
     shown = repr(value)
     return shown if len(shown) <= _MAX_SHOWN else shown[: _MAX_SHOWN - 3] + "..."
+
+
+def json_send_answer_prefix(fixed_ext: dict[str, str]) -> str | None:
+    """The start of a SUCCESS answer's JSON header up to its variable ext fields: `fixed_ext`
+    (the fields every answer of the connection carries, in order) encoded once, for
+    `encode_json_send_answer`. None when one of them is not plain ASCII: such an answer goes
+    through `encode_json_header`, which escapes it."""
+    fields = "".join(
+        f"{_orjson_dumps(key).decode()}:{_orjson_dumps(value).decode()},"
+        for key, value in fixed_ext.items()
+    )
+    prefix = '{"code":0,"extFields":{' + fields
+    return prefix if prefix.isascii() else None
+
+
+def encode_json_send_answer(
+    prefix: str, opaque: int, msg_id: str, queue_id: int, queue_offset: int
+) -> bytes:
+    """The whole frame of a send's SUCCESS answer, byte for byte what `encode_frame` writes for
+    `make_response(SUCCESS, None, fixed_ext | {msgId, queueId, queueOffset})` of a JSON request,
+    without the command and the generic encoder. `msg_id` is the store's (hex digits, commas)."""
+    header = (
+        f'{prefix}"msgId":"{msg_id}","queueId":"{queue_id:d}","queueOffset":"{queue_offset:d}"}}'
+        f"{_ANSWER_FLAG_LANGUAGE}{opaque:d}{_ANSWER_TAIL}"
+    ).encode("ascii")
+    length = len(header)
+    return _FRAME_PREFIX.pack(4 + length, length) + header

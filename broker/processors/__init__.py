@@ -51,8 +51,9 @@ class RequestProcessor(Protocol):
     ) -> RemotingCommand | None: ...
 
 
-#: how an inline processor answers: (the request, its response or None for no answer)
-Respond = Callable[[RemotingCommand, RemotingCommand | None], None]
+#: how an inline processor answers: (the request, its response or None for no answer); a
+#: response may come as its whole encoded frame (a SUCCESS answer, which nothing logs)
+Respond = Callable[[RemotingCommand, RemotingCommand | bytes | None], None]
 
 
 @runtime_checkable

@@ -38,10 +38,11 @@ from broker.responses import (
 )
 from broker.rewrites import apply_delay, drop_delay, to_half_message
 from broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicConfig
-from protocol.codes import ResponseCode
+from protocol.codes import ResponseCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.errors import HeaderFieldError
 from protocol.headers import SendMessageRequestHeader, decode_send_header
+from protocol.json_header import encode_json_send_answer, json_send_answer_prefix
 from protocol.properties import MessageConst, decode_properties, encode_properties
 from store.message import (
     MULTI_TAGS_FLAG,
@@ -53,6 +54,7 @@ from store.status import PutMessageStatus
 
 log = structlog.get_logger()
 _MC = MessageConst
+_JSON: Final = SerializeType.JSON
 
 
 #: the remark of a send turned away while the store is busy (RocketMQ's wording)
@@ -75,6 +77,16 @@ class SendMessageProcessor:
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng or random.Random()
+        self._answer_prefixes: dict[tuple[str, str], str | None] = {}
+
+    def _answer_prefix(self, ext: dict[str, str]) -> str | None:
+        """`json_send_answer_prefix` of `ext`, encoded once per (region, trace switch)."""
+        key = (ext[_MC.MSG_REGION], ext[_MC.TRACE_SWITCH])
+        try:
+            return self._answer_prefixes[key]
+        except KeyError:
+            prefix = self._answer_prefixes[key] = json_send_answer_prefix(ext)
+            return prefix
 
     def _ext(self, ctx: RequestContext) -> dict[str, str]:
         config = ctx.broker.config
@@ -160,9 +172,11 @@ class SendMessageProcessor:
             metrics = ctx.broker.metrics
             record_put = None if metrics is None else metrics.record_put
             ok_codes = SEND_OK_CODES
+            prefix = self._answer_prefix(ext)
             for (request, topic, queue_id, records), result in zip(taken, results, strict=True):
                 status, append = result
                 code = ok_codes.get(status)
+                response: RemotingCommand | bytes
                 try:
                     if code is None or append is None:
                         response = self._response(
@@ -185,11 +199,17 @@ class SendMessageProcessor:
                                 topic, STATUS_NAMES[status], body_bytes, elapsed, len(records)
                             )
                         msg_ids = append.msg_ids
-                        answer = dict(ext)
-                        answer["msgId"] = msg_ids[0] if len(msg_ids) == 1 else ",".join(msg_ids)
-                        answer["queueId"] = str(queue_id)
-                        answer["queueOffset"] = str(append.logics_offset)
-                        response = request.make_response(code, None, answer)
+                        msg_id = msg_ids[0] if len(msg_ids) == 1 else ",".join(msg_ids)
+                        if code == 0 and request.serialize_type is _JSON and prefix is not None:
+                            response = encode_json_send_answer(
+                                prefix, request.opaque, msg_id, queue_id, append.logics_offset
+                            )
+                        else:
+                            answer = dict(ext)
+                            answer["msgId"] = msg_id
+                            answer["queueId"] = str(queue_id)
+                            answer["queueOffset"] = str(append.logics_offset)
+                            response = request.make_response(code, None, answer)
                 except Exception as exc:
                     log.exception("send_response_failed")
                     response = _system_error(request, exc)
