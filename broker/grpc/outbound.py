@@ -3,13 +3,14 @@
 The record's properties split in two: RocketMQ's own (tag, keys, message id, the message
 group, delivery time) become `SystemProperties`; the rest are the user's properties. The body
 goes out as the producer wrote it, with 5.x's encoding (GZIP when the record is compressed
-with zlib; anything else is decompressed here) and a CRC32 digest the client checks. The
+with zlib; anything else is decompressed here) and an MD5 digest the client checks. The
 receipt handle is the POP_CK property the pop wrote; the delivery attempt is one more than the
 times the message was consumed before (5.x's proxy: reconsume times + 1).
 """
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from typing import Final
 
@@ -64,7 +65,7 @@ def message_id(record: CommitLogRecord, props: dict[str, str]) -> str:
     return encode_offset_msg_id(host, port, record.physical_offset)
 
 
-def _body(record: CommitLogRecord) -> tuple[bytes, str]:
+def v5_body(record: CommitLogRecord) -> tuple[bytes, str]:
     """The body to send and the name of its 5.x `Encoding`."""
     body = record.body or b""
     if not record.sys_flag & COMPRESSED_FLAG:
@@ -74,6 +75,18 @@ def _body(record: CommitLogRecord) -> tuple[bytes, str]:
         # 4.x compresses with zlib's stream format; 5.x clients read GZIP, so rewrap it
         return _gzip(decompress_body(body, record.sys_flag)), "GZIP"
     return decompress_body(body, record.sys_flag), "IDENTITY"
+
+
+def body_digest(body: bytes) -> Message:
+    """The `Digest` of the body bytes sent: MD5 in upper-case hex, as 5.x's proxy sends it.
+    The clients agree on no CRC32 text (Python pads 8 hex digits, Java does not pad, Node.js
+    writes it in decimal), so a CRC32 digest reads as a corrupt body to some of them; the
+    Node.js client also needs a digest on every message it decodes (a check's half too)."""
+    definition, _ = load()
+    return definition.Digest(
+        type=definition.DigestType.Value("MD5"),
+        checksum=hashlib.md5(body, usedforsecurity=False).hexdigest().upper(),
+    )
 
 
 def _gzip(data: bytes) -> bytes:
@@ -93,13 +106,10 @@ def to_v5(
     overrides the delivery attempt (FIFO pops count their own)."""
     definition, _ = load()
     props = decode_properties(record.properties)
-    body, encoding = _body(record)
+    body, encoding = v5_body(record)
     system = definition.SystemProperties(
         message_id=message_id(record, props),
-        body_digest=definition.Digest(
-            type=definition.DigestType.Value("CRC32"),
-            checksum=format(zlib.crc32(body), "08X"),  # of the bytes sent, as the client checks
-        ),
+        body_digest=body_digest(body),
         body_encoding=definition.Encoding.Value(encoding),
         born_timestamp=timestamp(record.born_timestamp),
         born_host=record.born_host[0],

@@ -22,6 +22,7 @@ import structlog
 
 from broker.context import BrokerContext
 from broker.grpc.methods import CallContext, Message
+from broker.grpc.outbound import body_digest, v5_body
 from broker.grpc.status import from_remoting, status
 from broker.processors import RequestContext
 from broker.processors.end_transaction import EndTransactionProcessor
@@ -34,7 +35,7 @@ from protocol.transaction_headers import (
 )
 from protocol.v2 import load
 from store.decode import decode_copied_records
-from store.message import COMPRESSED_FLAG, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
+from store.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE
 
 log = structlog.get_logger()
 _MC = MessageConst
@@ -70,13 +71,13 @@ def half_to_message(body: bytes) -> Message | None:
         return None
     record = records[0]
     props = decode_properties(record.properties)
+    body, encoding = v5_body(record)
     system = definition.SystemProperties(
         tag=props.get(_MC.TAGS, ""),
         keys=[k for k in props.get(_MC.KEYS, "").split(_MC.KEY_SEPARATOR) if k],
         message_id=props.get(_MC.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
-        body_encoding=definition.Encoding.Value(
-            "GZIP" if record.sys_flag & COMPRESSED_FLAG else "IDENTITY"
-        ),
+        body_digest=body_digest(body),
+        body_encoding=definition.Encoding.Value(encoding),
         message_type=definition.MessageType.Value("TRANSACTION"),
         born_timestamp=_timestamp(record.born_timestamp),
         born_host=record.born_host[0],
@@ -88,7 +89,7 @@ def half_to_message(body: bytes) -> Message | None:
         topic=definition.Resource(name=props.get(_MC.REAL_TOPIC, record.topic)),
         user_properties=user,
         system_properties=system,
-        body=record.body or b"",
+        body=body,
     )
 
 

@@ -1,14 +1,20 @@
 // Run by node with NODE_PATH at the node_modules tests/grpc/install-node-client.sh fills:
 //   node client_node.js ENDPOINT GROUP TOPIC COUNT SECONDS
 // The Node.js client's Producer sends COUNT normal messages (body "n-i", tag "Tag<i % 3>", key
-// "key-i", property seq=i), three FIFO messages of message group "group-1" (body "fifo-i") and
-// one message delivered 2 s later (body "delayed"); then its SimpleConsumer receives and acks
-// until it has them all or SECONDS pass (an ack the broker refuses throws). Prints one JSON
-// line: the message ids sent, the delayed one's delivery time, each delivery as
-// [body, tag, keys, seq, message id, message group, received at ms], and any error.
+// "key-i", property seq=i), three FIFO messages of message group "group-1" (body "fifo-i"), one
+// message delivered 2 s later (body "delayed") and three transactional ones: "tx-commit"
+// committed, "tx-rollback" rolled back, "tx-unknown" left open until the broker asks the
+// producer's TransactionChecker (which commits it and notes its message id). A PushConsumer of
+// group GROUP-push consumes every message; the SimpleConsumer of group GROUP receives (invisible
+// 2 s) and acks, except that it leaves "n-0" unacked the first time, until it has acked them all
+// and the PushConsumer has them all too, or SECONDS pass (an ack the broker refuses throws).
+// Prints one JSON line: the message ids sent, the delayed one's delivery time, the ids the
+// checker was asked about, each SimpleConsumer delivery as [body, tag, keys, seq, message id,
+// message group, received at ms, delivery attempt], each PushConsumer delivery as [body,
+// message id, delivery attempt], and any error.
 'use strict';
 const util = require('node:util');
-const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const { Producer, PushConsumer, SimpleConsumer, ConsumeResult } = require('rocketmq-client-nodejs');
 
 // The client's default logger writes under ~/logs, and BaseClient.shutdown closes it before
 // Producer.shutdown logs its last line (which then throws): log to stderr instead.
@@ -16,62 +22,117 @@ function line(level) {
   return (...args) => process.stderr.write(`${level} ${util.format(...args)}\n`);
 }
 const logger = { debug: line('DEBUG'), info: line('INFO'), warn: line('WARN'), error: line('ERROR') };
+const COMMIT = 1; // apache.rocketmq.v2.TransactionResolution
+const sleep = ms => new Promise(resolve => setTimeout(resolve, ms));
+
+async function sendAll(producer, topic, count, result) {
+  for (let i = 0; i < count; i++) {
+    const receipt = await producer.send({
+      topic,
+      tag: `Tag${i % 3}`,
+      keys: [`key-${i}`],
+      properties: new Map([['seq', String(i)]]),
+      body: Buffer.from(`n-${i}`),
+    });
+    result.sent.push(receipt.messageId);
+  }
+  for (let i = 0; i < 3; i++) {
+    const body = Buffer.from(`fifo-${i}`);
+    const receipt = await producer.send({ topic, body, messageGroup: 'group-1' });
+    result.fifo.push(receipt.messageId);
+  }
+  result.deliverAt = Date.now() + 2000;
+  const deliveryTimestamp = new Date(result.deliverAt);
+  const delayed = await producer.send({ topic, body: Buffer.from('delayed'), deliveryTimestamp });
+  result.delayed = delayed.messageId;
+  for (const end of ['commit', 'rollback', 'unknown']) {
+    const transaction = producer.beginTransaction();
+    const receipt = await producer.send({ topic, body: Buffer.from(`tx-${end}`) }, transaction);
+    result.tx[end] = receipt.messageId;
+    if (end === 'commit') await transaction.commit();
+    if (end === 'rollback') await transaction.rollback();
+  }
+}
 
 async function main() {
   const [endpoints, group, topic, countText, secondsText] = process.argv.slice(2);
   const count = Number(countText);
+  const expected = count + 6;
   const until = Date.now() + Number(secondsText) * 1000;
-  const result = { sent: [], fifo: [], delayed: null, deliverAt: 0, seen: [], errors: [] };
-  const producer = new Producer({ endpoints, logger, requestTimeout: 5000 });
+  const result = {
+    sent: [], fifo: [], delayed: null, deliverAt: 0, tx: {}, checked: [], seen: [], pushed: [],
+    errors: [],
+  };
+  const checker = {
+    async check(messageView) {
+      result.checked.push(messageView.messageId);
+      return COMMIT;
+    },
+  };
+  const producer = new Producer({ endpoints, logger, requestTimeout: 5000, checker, topics: [topic] });
+  const common = { endpoints, logger, requestTimeout: 5000, subscriptions: new Map([[topic, '*']]) };
+  const pushConsumer = new PushConsumer({
+    ...common,
+    consumerGroup: `${group}-push`,
+    messageListener: {
+      consume(message) {
+        result.pushed.push([message.body.toString(), message.messageId, message.deliveryAttempt]);
+        return ConsumeResult.SUCCESS;
+      },
+    },
+  });
+  const consumer = new SimpleConsumer({ ...common, consumerGroup: group, awaitDuration: 2000 });
   try {
     await producer.startup();
-    for (let i = 0; i < count; i++) {
-      const receipt = await producer.send({
-        topic,
-        tag: `Tag${i % 3}`,
-        keys: [`key-${i}`],
-        properties: new Map([['seq', String(i)]]),
-        body: Buffer.from(`n-${i}`),
-      });
-      result.sent.push(receipt.messageId);
-    }
-    for (let i = 0; i < 3; i++) {
-      const body = Buffer.from(`fifo-${i}`);
-      const receipt = await producer.send({ topic, body, messageGroup: 'group-1' });
-      result.fifo.push(receipt.messageId);
-    }
-    result.deliverAt = Date.now() + 2000;
-    const deliveryTimestamp = new Date(result.deliverAt);
-    const delayed = await producer.send({ topic, body: Buffer.from('delayed'), deliveryTimestamp });
-    result.delayed = delayed.messageId;
-    await producer.shutdown();
-    const consumer = new SimpleConsumer({
-      consumerGroup: group,
-      endpoints,
-      logger,
-      requestTimeout: 5000,
-      subscriptions: new Map([[topic, '*']]),
-      awaitDuration: 2000,
-    });
+    await pushConsumer.startup();
+    await sendAll(producer, topic, count, result);
     await consumer.startup();
-    while (result.seen.length < count + 4 && Date.now() < until) {
-      for (const message of await consumer.receive(16, 10000)) {
+    const acked = new Set();
+    const pushedAll = () => new Set(result.pushed.map(row => row[0])).size >= expected;
+    while ((acked.size < expected || !pushedAll()) && Date.now() < until) {
+      if (acked.size >= expected) {
+        await sleep(100);
+        continue;
+      }
+      for (const message of await consumer.receive(16, 2000)) {
+        const body = message.body.toString();
         result.seen.push([
-          message.body.toString(),
+          body,
           message.tag || null,
           message.keys,
           message.properties.get('seq') ?? null,
           message.messageId,
           message.messageGroup || null,
           Date.now(),
+          message.deliveryAttempt,
         ]);
+        if (body === 'n-0' && result.seen.filter(row => row[0] === body).length === 1) continue;
         await consumer.ack(message);
+        acked.add(body);
       }
     }
-    await consumer.shutdown();
   } catch (err) {
     result.errors.push(String(err && err.stack ? err.stack : err));
   }
+  const shutdown = async client => {
+    try {
+      await client.shutdown();
+    } catch (err) {
+      result.errors.push(String(err && err.stack ? err.stack : err));
+    }
+  };
+  await shutdown(consumer);
+  // The PushConsumer's shutdown waits for its receive in flight, which the broker holds for the
+  // long-polling time it told the client (20 s) unless a message comes: send one to end it.
+  const pushDone = shutdown(pushConsumer);
+  await sleep(200);
+  try {
+    await producer.send({ topic, body: Buffer.from('wake') });
+  } catch (err) {
+    result.errors.push(String(err && err.stack ? err.stack : err));
+  }
+  await pushDone;
+  await shutdown(producer);
   console.log(JSON.stringify(result));
   process.exit(0);
 }

@@ -4,6 +4,7 @@ EndTransaction's commit, rollback and refusals, and the broker's check sent down
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -192,6 +193,10 @@ async def test_the_check_of_an_open_half_goes_down_telemetry(
     assert recover.message.body == b"open"
     assert recover.message.system_properties.message_id == entry.message_id
     assert recover.message.system_properties.tag == "TagT"
+    # the Node.js client decodes no message without a digest (its check never ran)
+    digest = recover.message.system_properties.body_digest
+    assert digest.type == definition.DigestType.Value("MD5")
+    assert digest.checksum == hashlib.md5(b"open").hexdigest().upper()
     assert recover.transaction_id != entry.transaction_id  # the check's copy of the half
     checked = service.SendResultEntry(
         message_id=entry.message_id, transaction_id=recover.transaction_id
