@@ -6,8 +6,8 @@ consumer's word, assignments, and each refusal's 5.x code."""
 
 from __future__ import annotations
 
-import pathlib
 import hashlib
+import pathlib
 
 import trio
 
