@@ -134,6 +134,9 @@ async function main() {
   await pushDone;
   await shutdown(producer);
   console.log(JSON.stringify(result));
+  // grpc-js ends its connection a moment after the last client closed its channel; exiting
+  // before that resets it (the broker logs a reset connection)
+  await sleep(500);
   process.exit(0);
 }
 
