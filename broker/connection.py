@@ -272,7 +272,7 @@ class Connection:
         """Log a refusal (an error code), then `_answer`; never raises. A response given as its
         encoded frame is a SUCCESS answer, queued as it is."""
         if isinstance(response, bytes):
-            self._answer(request, None, response)
+            self._answer(request, response)
             return
         if response is not None and response.code:
             try:
@@ -283,18 +283,14 @@ class Connection:
                 log.exception("refusal_log_failed")
         self._answer(request, response)
 
-    def _answer(
-        self, request: RemotingCommand, response: RemotingCommand | None, frame: bytes = b""
-    ) -> None:
-        """Queue `response` (or its encoded `frame`) for the writer and free the request's
-        slot; never raises."""
+    def _answer(self, request: RemotingCommand, response: RemotingCommand | bytes | None) -> None:
+        """Queue `response` (a command, or its encoded frame) for the writer and free the
+        request's slot; never raises."""
         try:
-            if request.is_oneway or self._write_failed:
-                pass
-            elif frame:
-                self._outbox.append(frame)
-            elif response is not None:
-                self._outbox.append(encode_frame(response))
+            if response is not None and not request.is_oneway and not self._write_failed:
+                self._outbox.append(
+                    response if isinstance(response, bytes) else encode_frame(response)
+                )
         except Exception:
             log.exception("response_encode_failed", code=RequestCode.name_of(request.code))
         finally:
