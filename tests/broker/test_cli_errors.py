@@ -103,17 +103,25 @@ def test_a_bad_namesrv_addr_flag_is_one_line(tmp_path: pathlib.Path) -> None:
 
 def test_a_busy_ha_port_next_to_the_listen_port_is_named(tmp_path: pathlib.Path) -> None:
     """A master's HA port defaults to the listen port + 1: when that one is taken, the line
-    says which key decides it, not only that some address is in use."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", port + 1))
-        taken.listen()
-        result = run_cli(
-            "serve", "--store-dir", str(tmp_path / "store"), f"--listen=127.0.0.1:{port}"
-        )
-    assert result.returncode == 1, result.stderr
-    last = result.stderr.strip().splitlines()[-1]
+    says which key decides it, not only that some address is in use. (The port below the taken
+    one is free when probed; another process may take it before the broker binds it, and then
+    the scenario is tried again on other ports.)"""
     key = "ha_listen_port (unset: the listen port + 1)"
+    for _attempt in range(10):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1] - 1
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue  # the port below is in use: other ports
+            result = run_cli(
+                "serve", "--store-dir", str(tmp_path / "store"), f"--listen=127.0.0.1:{port}"
+            )
+        last = result.stderr.strip().splitlines()[-1]
+        if not last.startswith(f"rmq-broker: cannot start: listen 127.0.0.1:{port}: "):
+            break
+    assert result.returncode == 1, result.stderr
     assert last.startswith(f"rmq-broker: cannot start: {key} 127.0.0.1:{port + 1}: "), last
