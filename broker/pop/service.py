@@ -10,10 +10,8 @@ one, so the message gets a new receipt handle. A message not acknowledged in tim
 one more reconsume time, which the group's pops read first, or, past the group's
 `retryMaxTimes`, in `%DLQ%<group>` as a 4.x send-back does.
 
-Refusals raise `HeaderFieldError` with the response code and remark of 5.x's processors; the
-remoting processors (`broker.processors.pop`) answer with them, a gRPC front end maps them.
-5.x's buffer merge of checkpoints and acks in memory (`PopBufferMergeService`) is not done:
-every checkpoint and ack is a message of its own.
+Refusals raise `HeaderFieldError` with 5.x's response codes and remarks. Every checkpoint
+and ack is a message of its own (no `PopBufferMergeService`).
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import structlog
+import trio
 
 from broker.pop.checks import check_invisible, check_receipt_names, parse_receipt, refuse
 from broker.pop.receipt import Receipt, pop_retry_topic, retry_kind
@@ -97,6 +96,8 @@ class PopService:
         self.inflight: dict[tuple[str, str, int, int, int], CheckPoint] = {}
         self._revive_qids = itertools.cycle(range(REVIVE_QUEUE_NUM))
         self._queue_rotation = itertools.count()
+        #: (group, topic, queue id) -> the lock its pops take turns under
+        self._popping: dict[tuple[str, str, int], trio.Lock] = {}
         #: FIFO groups: times a message was handed out and not acknowledged, by
         #: (group, topic, queue, offset); kept in memory only
         self.order_attempts: dict[tuple[str, str, int, int], int] = {}
@@ -115,8 +116,6 @@ class PopService:
             )
             log.info("topic_created", topic=self.revive_topic, queues=REVIVE_QUEUE_NUM)
             await self.broker.topics.persist()
-
-    # -- pop -------------------------------------------------------------------------------
 
     async def pop(
         self,
@@ -210,7 +209,20 @@ class PopService:
         self, request: _Pop, real_topic: str, queue_id: int, want: int
     ) -> tuple[list[bytes], int, list[int], int] | None:
         """Up to `want` messages of one queue: (the messages, the first offset read, their
-        offsets, how many are left); None when none was there."""
+        offsets, how many are left); None when none was there. A group's pops of one queue take
+        turns: the offset moves once the checkpoint is stored, not before."""
+        key = (request.group, real_topic, queue_id)
+        lock = self._popping.setdefault(key, trio.Lock())
+        try:
+            async with lock:
+                return await self._pop_queue_locked(request, real_topic, queue_id, want)
+        finally:
+            if not lock.locked() and not lock.statistics().tasks_waiting:
+                self._popping.pop(key, None)
+
+    async def _pop_queue_locked(
+        self, request: _Pop, real_topic: str, queue_id: int, want: int
+    ) -> tuple[list[bytes], int, list[int], int] | None:
         consume = self.broker.consume
         assert consume is not None
         offsets = self.broker.offsets
@@ -276,8 +288,6 @@ class PopService:
             )
         ck.revive_offset = result.append_result.logics_offset
         self.inflight[ck.key] = ck
-
-    # -- ack and change ----------------------------------------------------------------------
 
     async def ack(self, group: str, topic: str, queue_id: int, offset: int, extra: str) -> None:
         """Acknowledge the message `extra` (its receipt handle) names: it is not revived."""

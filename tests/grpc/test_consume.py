@@ -272,6 +272,24 @@ async def test_a_held_receive_wakes_for_a_message_revived_into_a_new_retry_topic
     assert (again.body, again.system_properties.delivery_attempt) == (b"again", 2)
 
 
+async def test_concurrent_receives_of_one_group_never_hand_a_message_out_twice(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    for i in range(40):
+        await producer.send(Message(TOPIC, f"m{i}".encode(), queue_id=0))
+    ctx = context_of(broker)
+    got: list[tuple[int, int]] = []
+
+    async def one() -> None:
+        for m in (await receive(ctx, batch=8)).messages:
+            got.append((m.system_properties.queue_id, m.system_properties.queue_offset))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(4):
+            nursery.start_soon(one)
+    assert len(got) == len(set(got)) == 32
+
+
 async def test_a_fifo_group_gets_a_queue_in_order_with_its_own_attempt_count(
     broker: RunningBroker, producer: Producer
 ) -> None:
