@@ -6,10 +6,11 @@ and pops that broker's queues as one), so a SimpleConsumer that round-robins ove
 queues is not held for its long-polling time on each empty queue, and the Node.js client's,
 which only ever names queue 0, still gets every queue's messages. The group's messages are
 hidden for the invisible duration. Nothing there: the call is held until a message arrives on
-one of the topic's queues or the group's pop retry queue (the store's arrival listener wakes
-it, no polling) or the long polling timeout passes, never past the call's deadline less a
-margin for the answer to travel. The stream is a `status`, then each `message`, then a
-`delivery_timestamp`, as the proxy writes them; nothing found is a MESSAGE_NOT_FOUND status.
+one of the topic's queues or the group's pop retry queue (the store's arrival listener wakes it,
+no polling), the long polling timeout passes or the client says NotifyClientTermination
+(`broker.grpc.held`), never past the call's deadline less a margin for the answer to travel. The
+stream is a `status`, then each `message`, then a `delivery_timestamp`, as the proxy writes
+them; nothing found is a MESSAGE_NOT_FOUND status.
 
 Refusals of the consumer RPCs are answered in the response's `Status`: `refusal` turns
 `PopService`'s `HeaderFieldError` into one. `broker.grpc.status.from_remoting` maps the response
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 import structlog
 import trio
 
+from broker.grpc.held import held_receives
 from broker.grpc.methods import CallContext, Message
 from broker.grpc.outbound import duration_ms, timestamp, to_v5
 from broker.grpc.renew import renewals
@@ -149,7 +151,9 @@ def receive_handler(
                     order=order,
                 )
 
-            result = await _long_poll(service, topic, group, once, until)
+            client = context.metadata.get("x-mq-client-id", "")
+            with held_receives(service).hold(context.conn_id, client) as stop:
+                result = await _long_poll(service, topic, group, once, until=until, stop=stop)
         except HeaderFieldError as exc:
             yield _response(status=refusal(exc))
             return
@@ -199,15 +203,18 @@ async def _long_poll(
     topic: str,
     group: str,
     once: Callable[[], Awaitable[PopResult]],
+    *,
     until: float,
+    stop: trio.Event,
 ) -> PopResult:
-    """Pop; while nothing is there and time is left, wait for an arrival and pop again."""
+    """Pop; while nothing is there and time is left, wait for an arrival and pop again;
+    `stop` (the client terminates) ends the waiting."""
     broker = service.broker
     consume = broker.consume
     assert consume is not None
     waiters = broker.pull_waiters
     result: PopResult = await once()
-    while not result.messages and not waiters.released:
+    while not result.messages and not waiters.released and not stop.is_set():
         left = until - trio.current_time()
         if left <= 0:
             break
@@ -220,17 +227,17 @@ async def _long_poll(
         retry_queues = retry.read_queue_nums if retry is not None else POP_RETRY_QUEUE_NUMS
         queues += [(retry_name, q) for q in range(retry_queues)]
         ends = {key: consume.max_offset_in_queue(*key) for key in queues}
-        if not await _wait_any(service, ends, left):
+        if not await _wait_any(service, ends, left, stop):
             break
         result = await once()
     return result
 
 
 async def _wait_any(
-    service: PopService, ends: dict[tuple[str, int], int], timeout_s: float
+    service: PopService, ends: dict[tuple[str, int], int], timeout_s: float, stop: trio.Event
 ) -> bool:
-    """Wait until one of the queues grows past its end in `ends`, or `timeout_s`; True if one
-    did."""
+    """Wait until one of the queues grows past its end in `ends`, `timeout_s` passes or `stop`
+    is set; True if a queue grew."""
     consume = service.broker.consume
     assert consume is not None
     waiters = service.broker.pull_waiters
@@ -248,6 +255,11 @@ async def _wait_any(
                     arrived = True
                     nursery.cancel_scope.cancel()
 
+            async def stopped() -> None:
+                await stop.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(stopped)
             for (topic, queue_id), end in ends.items():
                 nursery.start_soon(watch, topic, queue_id, end)
     return arrived

@@ -23,6 +23,7 @@ import structlog
 import trio
 
 from broker.context import BrokerContext
+from broker.grpc.held import held_receives
 from broker.grpc.methods import CallContext, Message
 from broker.grpc.renew import renewals
 from broker.grpc.status import ok, status
@@ -139,6 +140,8 @@ class SessionService:
         session = self.sessions.get((context.conn_id, client_id))
         if session is not None:
             self.end(session)
+        if self.broker.pop is not None:  # its receives held: answered now, not at their time
+            held_receives(self.broker.pop).end(context.conn_id, client_id)
         return service.NotifyClientTerminationResponse(status=ok())
 
     async def telemetry(

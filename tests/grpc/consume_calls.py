@@ -19,8 +19,11 @@ GROUP = "grpc-group"
 TOPIC = "GrpcWork"
 
 
-def call_context(deadline: float = math.inf) -> CallContext:
-    return CallContext(conn_id=1, peer="127.0.0.1:1", deadline=deadline)
+def call_context(
+    deadline: float = math.inf, *, conn_id: int = 1, client_id: str = ""
+) -> CallContext:
+    metadata = {"x-mq-client-id": client_id} if client_id else {}
+    return CallContext(conn_id=conn_id, peer="127.0.0.1:1", metadata=metadata, deadline=deadline)
 
 
 def code(name: str) -> int:
@@ -49,6 +52,8 @@ async def receive(
     expression: str = "*",
     deadline: float = math.inf,
     auto_renew: bool = False,
+    conn_id: int = 1,
+    client_id: str = "",
 ) -> Received:
     definition, service = load()
     request = service.ReceiveMessageRequest(
@@ -66,7 +71,8 @@ async def receive(
         request.long_polling_timeout.CopyFrom(duration(polling_ms))
     handler: Any = consume_methods(broker)[path("ReceiveMessage")].handler
     out = Received(None, [], [])
-    async for response in handler(request, call_context(deadline)):
+    context = call_context(deadline, conn_id=conn_id, client_id=client_id)
+    async for response in handler(request, context):
         kind = response.WhichOneof("content")
         out.order.append(kind)
         if kind == "status":

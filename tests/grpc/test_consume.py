@@ -12,6 +12,7 @@ import pathlib
 import trio
 
 from broker.context import BrokerContext
+from broker.grpc.sessions import SessionService
 from protocol.admin_group import SubscriptionGroupConfig
 from protocol.v2 import load
 from rmq_client.producer import Message, Producer
@@ -19,7 +20,9 @@ from tests.conftest import RunningBroker, make_config, start_broker
 from tests.grpc.consume_calls import (
     GROUP,
     TOPIC,
+    Received,
     ack,
+    call_context,
     change,
     code,
     receive,
@@ -113,6 +116,52 @@ async def test_long_polling_ends_before_the_call_deadline(
     with trio.fail_after(10):
         got = await receive(ctx, polling_ms=30_000, deadline=trio.current_time() + 1.5)
     assert got.status.code == code("MESSAGE_NOT_FOUND")
+
+
+async def test_a_clients_termination_answers_the_receives_it_holds_and_no_others(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    """NotifyClientTermination ends the long polling of the receives that client holds on that
+    connection (a PushConsumer's shutdown waits for them); another client's, or the same client
+    id's on another connection, stay held until a message comes."""
+    await producer.send(Message(TOPIC, b"make the topic"))
+    ctx = context_of(broker)
+    await receive(ctx, invisible_ms=60_000)  # the topic's only message is in flight now
+    _, service = load()
+    terminate = SessionService(ctx).notify_client_termination
+    done: dict[str, Received] = {}
+    answered = {name: trio.Event() for name in ("leaving", "leaving@other-conn", "staying")}
+
+    async def held(name: str, conn_id: int) -> None:
+        done[name] = await receive(
+            ctx, polling_ms=25_000, conn_id=conn_id, client_id=name.split("@", maxsplit=1)[0]
+        )
+        answered[name].set()
+
+    with trio.fail_after(10):  # far below the 25 s poll
+        async with trio.open_nursery() as nursery:
+            for name, conn_id in (("leaving", 1), ("leaving@other-conn", 2), ("staying", 1)):
+                nursery.start_soon(held, name, conn_id)
+            await trio.sleep(0.3)
+            assert done == {}
+            bye = await terminate(
+                service.NotifyClientTerminationRequest(),
+                call_context(conn_id=1, client_id="leaving"),
+            )
+            assert bye.status.code == code("OK")
+            await answered["leaving"].wait()
+            await trio.sleep(0.3)
+            assert set(done) == {"leaving"}
+            # two messages: one receive may take both, so send again until both are answered
+            for n in range(20):
+                await producer.send(Message(TOPIC, b"late %d" % n))
+                with trio.move_on_after(0.2):
+                    await answered["staying"].wait()
+                    await answered["leaving@other-conn"].wait()
+                    break
+    assert done["leaving"].status.code == code("MESSAGE_NOT_FOUND")
+    assert done["leaving"].messages == []
+    assert done["staying"].messages and done["leaving@other-conn"].messages
 
 
 async def test_an_unacked_message_comes_back_with_delivery_attempt_two(
