@@ -28,6 +28,8 @@ from broker.dispatcher import Dispatcher
 from broker.grpc.server import GrpcServer, broker_grpc_server
 from broker.ha.service import HAService
 from broker.metrics import BrokerMetrics
+from broker.pop import order_attempts
+from broker.pop.order_attempts import ORDER_ATTEMPTS_FILE, OrderAttemptsFile
 from broker.pop.revive import Reviver
 from broker.pop.service import PopService
 from broker.processor_table import broker_processors, namesrv_processors
@@ -263,7 +265,10 @@ async def serve(
             if config.store.broker_role is not BrokerRole.SLAVE:  # a slave stores nothing itself
                 await background.start(broker.transactions.run)
                 await background.start(schedule.run)
-                await background.start(_pop_side(broker).run)
+                reviver, attempts = _pop_side(broker, root / "config")
+                await background.start(reviver.run)
+                every_s = config.flush_consumer_offset_interval_ms / 1000
+                await background.start(attempts.run, every_s)
             await admin_registry.start(broker, background, schedule)
             broker.ha = HAService(broker, store, schedule)
             await broker.ha.start(background)
@@ -295,12 +300,22 @@ def _consume_side(broker: BrokerContext, store: DefaultMessageStore, root: Path)
         store.consume.add_listener(broker.pull_waiters.on_arrival)
 
 
-def _pop_side(broker: BrokerContext) -> Reviver:
-    """Pop consumption: the checkpoints still in flight read back from the revive topic."""
-    broker.pop = PopService(broker)
-    reviver = Reviver(broker.pop)
+def _pop_side(broker: BrokerContext, config_dir: Path) -> tuple[Reviver, OrderAttemptsFile]:
+    """Pop consumption: the checkpoints still in flight read back from the revive topic, and
+    the FIFO groups' delivery counts from their file."""
+    broker.pop = pop = PopService(broker)
+    path = config_dir / ORDER_ATTEMPTS_FILE
+    pop.order_attempts = order_attempts.load(path)
+    reviver = Reviver(pop)
     reviver.replay()
-    return reviver
+    held = [
+        (ck.group, ck.topic, ck.queue_id, offset)
+        for ck in pop.inflight.values()
+        if ck.order
+        for offset in ck.unacked()
+    ]
+    order_attempts.prune(pop.order_attempts, broker.offsets.query, held)
+    return reviver, OrderAttemptsFile(path, pop.order_attempts)
 
 
 #: allocations between young-generation collections; a request allocates a few dozen objects

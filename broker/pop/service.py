@@ -99,7 +99,7 @@ class PopService:
         #: (group, topic, queue id) -> the lock its pops take turns under
         self._popping: dict[tuple[str, str, int], trio.Lock] = {}
         #: FIFO groups: times a message was handed out and not acknowledged, by
-        #: (group, topic, queue, offset); kept in memory only
+        #: (group, topic, queue, offset); persisted by `broker.pop.order_attempts`
         self.order_attempts: dict[tuple[str, str, int, int], int] = {}
 
     @property

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import trio
+
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.pop_headers import (
@@ -62,6 +64,21 @@ async def pop_raw(
     )
     command = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext_fields())
     return await conn.request(command)
+
+
+async def order_pop_until(
+    conn: Producer, group: str, topic: str, timeout_s: float
+) -> tuple[bytes, str]:
+    """The body and orderCountInfo of the next FIFO pop (1 s invisible) that hands out a
+    message."""
+    with trio.fail_after(timeout_s):
+        while True:
+            response = await pop_raw(conn, group, topic, max_nums=1, invisible_ms=1_000, order=True)
+            if response.code == ResponseCode.SUCCESS:
+                header = PopMessageResponseHeader.from_ext_fields(response.ext_fields)
+                [record] = decode_copied_records(response.body or b"")
+                return record.body or b"", header.order_count_info or ""
+            await trio.sleep(0.1)
 
 
 async def pop(conn: Producer, group: str, topic: str, **options: Any) -> list[Popped]:

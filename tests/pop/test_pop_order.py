@@ -5,15 +5,11 @@ and the queue moves on."""
 
 from __future__ import annotations
 
-import trio
-
 from protocol.admin_group import SubscriptionGroupConfig
-from protocol.codes import ResponseCode
-from protocol.pop_headers import PopMessageResponseHeader
 from rmq_client.producer import Message, Producer
-from store.decode import decode_copied_records
 from tests.conftest import RunningBroker
-from tests.pop.client import ack, change_invisible, pop, pop_raw
+from tests.pop import client
+from tests.pop.client import ack, change_invisible, pop
 
 GROUP = "fifo-group"
 TOPIC = "FifoWork"
@@ -25,15 +21,7 @@ async def send(producer: Producer, *bodies: bytes) -> None:
 
 
 async def order_pop_until(conn: Producer, timeout_s: float) -> tuple[bytes, str]:
-    """The body and orderCountInfo of the next FIFO pop that hands out a message."""
-    with trio.fail_after(timeout_s):
-        while True:
-            response = await pop_raw(conn, GROUP, TOPIC, max_nums=1, invisible_ms=1_000, order=True)
-            if response.code == ResponseCode.SUCCESS:
-                header = PopMessageResponseHeader.from_ext_fields(response.ext_fields)
-                [record] = decode_copied_records(response.body or b"")
-                return record.body or b"", header.order_count_info or ""
-            await trio.sleep(0.1)
+    return await client.order_pop_until(conn, GROUP, TOPIC, timeout_s)
 
 
 async def test_the_next_message_waits_for_the_one_in_flight(
