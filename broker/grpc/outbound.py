@@ -99,11 +99,12 @@ def to_v5(
     *,
     topic: str,
     namespace: str = "",
-    invisible_ms: int,
+    invisible_ms: int | None,
     attempt: int | None = None,
 ) -> Message:
     """The 5.x `Message` of a popped `record` (whose properties carry its POP_CK); `attempt`
-    overrides the delivery attempt (FIFO pops count their own)."""
+    overrides the delivery attempt (FIFO pops count their own). No `invisible_ms`: a message
+    that is not received (a transaction check's) has no invisible duration."""
     definition, _ = load()
     props = decode_properties(record.properties)
     body, encoding = v5_body(record)
@@ -117,9 +118,10 @@ def to_v5(
         store_host=f"{record.store_host[0]}:{record.store_host[1]}",
         queue_id=record.queue_id,
         queue_offset=record.queue_offset,
-        invisible_duration=duration(invisible_ms),
         delivery_attempt=attempt if attempt is not None else record.reconsume_times + 1,
     )
+    if invisible_ms is not None:
+        system.invisible_duration.CopyFrom(duration(invisible_ms))
     tags = props.get(MessageConst.TAGS)
     if tags:
         system.tag = tags

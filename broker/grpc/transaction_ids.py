@@ -22,7 +22,7 @@ import structlog
 
 from broker.context import BrokerContext
 from broker.grpc.methods import CallContext, Message
-from broker.grpc.outbound import body_digest, v5_body
+from broker.grpc.outbound import to_v5
 from broker.grpc.status import from_remoting, status
 from broker.processors import RequestContext
 from broker.processors.end_transaction import EndTransactionProcessor
@@ -53,15 +53,8 @@ def parse_transaction_id(text: str) -> tuple[int, int] | None:
     return int(text[:16], 16), int(text[16:], 16)
 
 
-def _timestamp(ms: int) -> Message:
-    from google.protobuf.timestamp_pb2 import Timestamp
-
-    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
-
-
 def half_to_message(body: bytes) -> Message | None:
     """The 5.x message of the half record `body` holds (as the check command carries it)."""
-    definition, _ = load()
     try:
         records = decode_copied_records(body)
     except Exception:
@@ -71,26 +64,10 @@ def half_to_message(body: bytes) -> Message | None:
         return None
     record = records[0]
     props = decode_properties(record.properties)
-    body, encoding = v5_body(record)
-    system = definition.SystemProperties(
-        tag=props.get(_MC.TAGS, ""),
-        keys=[k for k in props.get(_MC.KEYS, "").split(_MC.KEY_SEPARATOR) if k],
-        message_id=props.get(_MC.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
-        body_digest=body_digest(body),
-        body_encoding=definition.Encoding.Value(encoding),
-        message_type=definition.MessageType.Value("TRANSACTION"),
-        born_timestamp=_timestamp(record.born_timestamp),
-        born_host=record.born_host[0],
-        store_timestamp=_timestamp(record.store_timestamp),
-        queue_id=int(props.get(_MC.REAL_QUEUE_ID, "0") or 0),
-    )
-    user = {k: v for k, v in props.items() if k not in _MC.SYSTEM_KEYS}
-    return definition.Message(
-        topic=definition.Resource(name=props.get(_MC.REAL_TOPIC, record.topic)),
-        user_properties=user,
-        system_properties=system,
-        body=body,
-    )
+    message = to_v5(record, topic=props.get(_MC.REAL_TOPIC, record.topic), invisible_ms=None)
+    # the half record sits in the half topic's queue 0: the client knows its real queue
+    message.system_properties.queue_id = int(props.get(_MC.REAL_QUEUE_ID, "0") or 0)
+    return message
 
 
 def check_command_to_telemetry(command: RemotingCommand) -> Message | None:

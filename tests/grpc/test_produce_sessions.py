@@ -193,6 +193,10 @@ async def test_the_check_of_an_open_half_goes_down_telemetry(
     assert recover.message.body == b"open"
     assert recover.message.system_properties.message_id == entry.message_id
     assert recover.message.system_properties.tag == "TagT"
+    kind = recover.message.system_properties.message_type
+    assert definition.MessageType.Name(kind) == "TRANSACTION"
+    assert not recover.message.system_properties.HasField("invisible_duration")  # not received
+    assert dict(recover.message.user_properties) == {}  # the half's own properties stay inside
     # the Node.js client decodes no message without a digest (its check never ran)
     digest = recover.message.system_properties.body_digest
     assert digest.type == definition.DigestType.Value("MD5")
