@@ -11,6 +11,7 @@ UPDATE_CONSUMER_OFFSET may, as upstream allows (a reset).
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
@@ -151,11 +152,18 @@ class ConsumerOffsetManager:
         self, interval_s: float, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Persist every `interval_s` and once more when cancelled (shutdown)."""
-        task_status.started()
-        try:
-            while True:
-                await trio.sleep(interval_s)
-                await self.persist()
-        finally:
-            with trio.CancelScope(shield=True):
-                await self.persist()
+        await persist_every(interval_s, self.persist, task_status)
+
+
+async def persist_every(
+    interval_s: float, persist: Callable[[], Awaitable[None]], task_status: trio.TaskStatus[None]
+) -> None:
+    """Call `persist` every `interval_s` and once more when cancelled (shutdown)."""
+    task_status.started()
+    try:
+        while True:
+            await trio.sleep(interval_s)
+            await persist()
+    finally:
+        with trio.CancelScope(shield=True):
+            await persist()

@@ -13,13 +13,13 @@ the table is bounded by the receives the server holds.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import structlog
 import trio
 
+from broker.grpc.renew import table_of
 from broker.pop.service import PopService
 
 log = structlog.get_logger()
@@ -59,12 +59,6 @@ class HeldReceives:
         return len(events)
 
 
-_TABLES: weakref.WeakKeyDictionary[PopService, HeldReceives] = weakref.WeakKeyDictionary()
-
-
 def held_receives(pop: PopService) -> HeldReceives:
     """The one table of held receives of the broker `pop` serves."""
-    table = _TABLES.get(pop)
-    if table is None:
-        table = _TABLES[pop] = HeldReceives()
-    return table
+    return table_of(pop, HeldReceives)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar, cast
 
 import structlog
 import trio
@@ -25,6 +25,8 @@ from broker.pop.service import PopService
 from protocol.errors import HeaderFieldError
 
 log = structlog.get_logger()
+
+_T = TypeVar("_T")
 
 #: the invisible time of an auto-renewed receive and of each renewal, ms
 RENEW_INVISIBLE_MS: Final = 60_000
@@ -126,12 +128,18 @@ class Renewals:
             held.handle = changed.receipt
 
 
-_TABLES: weakref.WeakKeyDictionary[PopService, Renewals] = weakref.WeakKeyDictionary()
+_TABLES: weakref.WeakKeyDictionary[PopService, dict[type, object]] = weakref.WeakKeyDictionary()
+
+
+def table_of(pop: PopService, kind: type[_T]) -> _T:
+    """The one `kind` table of the broker `pop` serves, made at its first use."""
+    tables = _TABLES.setdefault(pop, {})
+    found = tables.get(kind)
+    if found is None:
+        found = tables[kind] = kind()
+    return cast(_T, found)
 
 
 def renewals(pop: PopService) -> Renewals:
     """The one table of renewed handles of the broker `pop` serves."""
-    table = _TABLES.get(pop)
-    if table is None:
-        table = _TABLES[pop] = Renewals()
-    return table
+    return table_of(pop, Renewals)

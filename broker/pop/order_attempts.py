@@ -23,6 +23,7 @@ from typing import Final
 import structlog
 import trio
 
+from broker.consumer_offsets import persist_every
 from broker.topic_config import write_json_atomically
 from store.errors import StoreLoadError
 
@@ -105,11 +106,4 @@ class OrderAttemptsFile:
         self, interval_s: float, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Persist every `interval_s` and once more when cancelled (shutdown)."""
-        task_status.started()
-        try:
-            while True:
-                await trio.sleep(interval_s)
-                await self.persist()
-        finally:
-            with trio.CancelScope(shield=True):
-                await self.persist()
+        await persist_every(interval_s, self.persist, task_status)
