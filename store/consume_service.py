@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+import structlog
 import trio
 
 from store.consume_queue import DEFAULT_UNITS_PER_FILE
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 #: bytes from a record's start to the end of its store timestamp, with the longer (IPv6) born host
 _TIMESTAMP_END_MAX: Final = store_timestamp_pos(BORNHOST_V6_FLAG) + 8
+
+log = structlog.get_logger()
 
 
 class ConsumeService:
@@ -91,6 +94,24 @@ class ConsumeService:
         self.reput.reader.release_below(offset)
         if self.index is not None:
             self.index.release_below(offset)
+
+    def delete_topic(
+        self, topic: str, topic_queue_table: dict[str, int], wrote_end: int, min_offset: int
+    ) -> list[int]:
+        """A deleted topic's consume queues are destroyed and its entries leave the commit
+        log's `topic_queue_table`, so a topic created again starts at queue offset 0. Its
+        records stay in the commit log, marked as deleted below `wrote_end` (the log's end,
+        `store.deleted_topics`) so that neither the dispatcher nor a restart brings them back
+        into a queue; the mark is made durable before any file goes. The queue ids removed;
+        raises OSError when the mark cannot be written (nothing done)."""
+        self.table.deleted.mark(topic, wrote_end, min_offset)
+        prefix = f"{topic}-"
+        for key in [k for k in topic_queue_table if k.startswith(prefix)]:
+            if key[len(prefix) :].isdigit():
+                del topic_queue_table[key]
+        removed = self.table.remove_topic(topic)
+        log.info("topic_queues_deleted", topic=topic, queue_ids=removed)
+        return removed
 
     def add_listener(self, listener: Listener) -> None:
         self.reput.listeners.append(listener)

@@ -319,25 +319,15 @@ class DefaultMessageStore:
         self.clean_commit_log.execute_delete_files_manually()
 
     def delete_topic(self, topic: str) -> list[int]:
-        """DELETE_TOPIC_IN_BROKER's part in the store (4.9's `cleanUnusedTopic` for one topic):
-        the topic's consume queues are destroyed and its entries leave the topic-queue table,
-        so a topic created again starts at queue offset 0. Its records stay in the commit log,
-        marked as deleted below the current end (`store.deleted_topics`) so that neither the
-        dispatcher nor a restart brings them back into a queue. The mark is made durable
-        before any file goes. All of it on the store's trio thread, between two appends.
-        The queue ids removed; raises OSError when the mark cannot be written (nothing done)."""
+        """DELETE_TOPIC_IN_BROKER's part in the store (4.9's `cleanUnusedTopic` for one topic,
+        `ConsumeService.delete_topic`), on the store's trio thread between two appends. The
+        queue ids removed; raises OSError when the deletion mark cannot be written."""
         if self.consume is None:
             return []
-        table = self.consume.table
         files = self.mapped_file_queue
-        table.deleted.mark(topic, files.max_wrote_offset, files.min_offset)
-        queue_table = self.commit_log.topic_queue_table
-        prefix = f"{topic}-"
-        for key in [k for k in queue_table if k.startswith(prefix) and k[len(prefix) :].isdigit()]:
-            del queue_table[key]
-        removed = table.remove_topic(topic)
-        log.info("topic_queues_deleted", topic=topic, queue_ids=removed)
-        return removed
+        return self.consume.delete_topic(
+            topic, self.commit_log.topic_queue_table, files.max_wrote_offset, files.min_offset
+        )
 
     # --- what one part tells another ----------------------------------------------------------
 
