@@ -147,13 +147,28 @@ async def test_change_invisible_duration_gives_a_new_receipt_and_refusals_have_c
     # the old handle names nothing in flight any more
     stale = await change(ctx, message, old, 60_000)
     assert stale.status.code == code("INVALID_RECEIPT_HANDLE")
-    short = await change(ctx, message, changed.receipt_handle, 10)
-    assert short.status.code == code("ILLEGAL_INVISIBLE_TIME")
+    too_long = await change(ctx, message, changed.receipt_handle, 12 * 3600 * 1000 + 1)
+    assert too_long.status.code == code("ILLEGAL_INVISIBLE_TIME")
     # past the first invisible second the message stays hidden under its new receipt
     await trio.sleep(2.5)
     assert (await receive(ctx)).status.code == code("MESSAGE_NOT_FOUND")
     done = await ack(ctx, (message.system_properties.message_id, changed.receipt_handle))
     assert done.status.code == code("OK")
+
+
+async def test_a_change_to_no_invisible_time_hands_the_message_out_again_at_once(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    # what a push consumer without a backoff asks after a failure (the Node.js client reads
+    # none from the customized backoff it is told); the proxy allows it
+    await producer.send(Message(TOPIC, b"failed"))
+    ctx = context_of(broker)
+    message = (await receive(ctx, invisible_ms=60_000)).messages[0]
+    now = await change(ctx, message, message.system_properties.receipt_handle, 0)
+    assert now.status.code == code("OK")
+    again = await receive_until(ctx, 10)  # long before its first 60 s run out
+    assert [m.body for m in again.messages] == [b"failed"]
+    assert again.messages[0].system_properties.delivery_attempt == 2
 
 
 async def test_ack_answers_each_entry(broker: RunningBroker, producer: Producer) -> None:
