@@ -156,21 +156,6 @@ async def test_change_invisible_duration_gives_a_new_receipt_and_refusals_have_c
     assert done.status.code == code("OK")
 
 
-async def test_a_change_to_no_invisible_time_hands_the_message_out_again_at_once(
-    broker: RunningBroker, producer: Producer
-) -> None:
-    # what a push consumer without a backoff asks after a failure (the Node.js client reads
-    # none from the customized backoff it is told); the proxy allows it
-    await producer.send(Message(TOPIC, b"failed"))
-    ctx = context_of(broker)
-    message = (await receive(ctx, invisible_ms=60_000)).messages[0]
-    now = await change(ctx, message, message.system_properties.receipt_handle, 0)
-    assert now.status.code == code("OK")
-    again = await receive_until(ctx, 10)  # long before its first 60 s run out
-    assert [m.body for m in again.messages] == [b"failed"]
-    assert again.messages[0].system_properties.delivery_attempt == 2
-
-
 async def test_ack_answers_each_entry(broker: RunningBroker, producer: Producer) -> None:
     await producer.send(Message(TOPIC, b"a"))
     ctx = context_of(broker)
