@@ -5,7 +5,9 @@
   status OK when every entry is, MULTIPLE_RESULTS when some are not, or the one refusal when
   all fail alike (the proxy's rule). A FIFO group's ack wakes the receives held on its queue.
 - ChangeInvisibleDuration: the message hidden anew from now; the answer carries its new
-  receipt handle, which the next ack or change must name.
+  receipt handle, which the next ack or change must name. A push consumer names the handle it
+  received, which auto renew may have replaced: the current one is changed, and the message is
+  no longer renewed (the client chose its invisible time).
 - ForwardMessageToDeadLetterQueue: a push consumer gave up on the message: it goes to
   `%DLQ%<group>` and is acknowledged.
 - QueryAssignment: push consumers in pop mode get one assignment per readable topic, the whole
@@ -139,15 +141,19 @@ class _Change:
         try:
             pop = pop_service(self.broker)
             pop.check_topic(topic, -1)
-            receipt = parse_receipt(request.receipt_handle)
+            held = renewals(pop)
+            client_id = context.metadata.get("x-mq-client-id", "")
+            handle = held.current(client_id, request.receipt_handle)
+            receipt = parse_receipt(handle)
             changed = await pop.change_invisible(
                 group,
                 topic,
                 receipt.queue_id,
                 receipt.queue_offset,
-                request.receipt_handle,
+                handle,
                 invisible_ms=duration_ms(request.invisible_duration),
             )
+            held.forget(client_id, request.receipt_handle)
         except HeaderFieldError as exc:
             return service.ChangeInvisibleDurationResponse(status=refusal(exc))
         return service.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=changed.receipt)

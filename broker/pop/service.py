@@ -326,7 +326,7 @@ class PopService:
         invisible_ms: int,
     ) -> ChangeResult:
         """Hide the message `extra` names for `invisible_ms` from now; its new receipt."""
-        check_invisible(invisible_ms)
+        check_invisible(invisible_ms, minimum=0)
         receipt = parse_receipt(extra)
         real = receipt.real_topic(topic, group)
         self._check_names(receipt, queue_id, offset, real)

@@ -196,8 +196,8 @@ async def test_change_invisible_duration_gives_a_new_receipt_and_refusals_have_c
     # the old handle names nothing in flight any more
     stale = await change(ctx, message, old, 60_000)
     assert stale.status.code == code("INVALID_RECEIPT_HANDLE")
-    short = await change(ctx, message, changed.receipt_handle, 10)
-    assert short.status.code == code("ILLEGAL_INVISIBLE_TIME")
+    too_long = await change(ctx, message, changed.receipt_handle, 12 * 3600 * 1000 + 1)
+    assert too_long.status.code == code("ILLEGAL_INVISIBLE_TIME")
     # past the first invisible second the message stays hidden under its new receipt
     await trio.sleep(2.5)
     assert (await receive(ctx)).status.code == code("MESSAGE_NOT_FOUND")

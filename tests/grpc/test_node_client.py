@@ -4,15 +4,23 @@ tests/grpc/install-node-client.sh) against a real broker process's gRPC port, in
 FIFO sends their message group, a delayed send is not delivered before its time; of its
 transactions the committed one is delivered, the rolled back one never, and the one left open
 is checked through Telemetry and committed by its TransactionChecker. Its SimpleConsumer
-receives every message and acks it (an ack the broker refuses throws in the client and shows in
-`errors`); one it leaves unacked comes back with delivery attempt 2 after its invisible
-duration. A PushConsumer of a second group gets every message once.
+receives every message and acks it (an ack or change the broker refuses throws in the client
+and shows in `errors`); one it leaves unacked comes back with delivery attempt 2 after its
+invisible duration; one whose invisible duration it changes to 4 s comes back no sooner than 4 s
+after the change, with attempt 2; one it acks under the receipt handle a change gave never comes
+back. A PushConsumer of a second group gets every message once. A message the listeners of two
+more PushConsumers fail every time ends in each group's DLQ with its body, tag, keys, user
+property and message id: the broker hands it to a group with retryMaxTimes 1 twice (the client
+asks for it back at once after each failure), then stores it in the DLQ; a FIFO group's client
+forwards it there itself (ForwardMessageToDeadLetterQueue) after one attempt.
 
 Before the broker served it, this client crashed at its producer's shutdown (grpc-js's GOAWAY
 closed the connection under its Telemetry stream), its consumer saw only queue 0, its
 PushConsumer discarded every message as corrupt (it writes a CRC32 checksum in decimal, the
-broker sent hex) and its checker never ran (the check's message had no digest, which the client
-fails to decode)."""
+broker sent hex), its checker never ran (the check's message had no digest, which the client
+fails to decode), and a failed message never reached the DLQ: the client changes its invisible
+duration to 0 s (it reads no backoff from the customized one the broker tells), which the
+broker refused, so the client asked again every second and its shutdown hung."""
 
 from __future__ import annotations
 
@@ -22,13 +30,24 @@ import shutil
 import subprocess
 
 import pytest
+import trio
 
+from protocol.admin_group import SubscriptionGroupConfig
+from protocol.properties import MessageConst, decode_properties
+from rmq_client.admin_groups import update_subscription_group
+from rmq_client.producer import open_producer
+from rmq_client.pull_consumer import PullConsumer
+from store.decode import CommitLogRecord
 from tests.daemon import Daemon
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NODE_MODULES = ROOT / ".node-rmq5" / "node_modules"
 CLIENT_SCRIPT = pathlib.Path(__file__).with_name("client_node.js")
 COUNT = 6
+GROUP = "node-5x"
+DLQ_TOPIC = "NodeDlqTopic"
+#: the retry group's retryMaxTimes: the broker hands a failed message out this many times more
+RETRIES = 1
 
 
 def _run_node(*args: str) -> dict[str, object]:
@@ -53,6 +72,29 @@ def _run_node(*args: str) -> dict[str, object]:
     return result
 
 
+async def _make_groups(port: int) -> None:
+    async with open_producer("127.0.0.1", port) as conn:
+        for config in (
+            SubscriptionGroupConfig(f"{GROUP}-dlq", retry_max_times=RETRIES),
+            SubscriptionGroupConfig(f"{GROUP}-fifo", consume_message_orderly=True),
+        ):
+            await update_subscription_group(conn, config)
+
+
+async def _dead_letters(port: int, group: str) -> list[CommitLogRecord]:
+    """What the DLQ of `group` holds (waiting up to 10 s for a first message)."""
+    async with open_producer("127.0.0.1", port) as conn:
+        consumer = PullConsumer(conn, "node-dlq-reader", "127.0.0.1@node-dlq-reader")
+        await consumer.subscribe(f"%DLQ%{group}")
+        with trio.move_on_after(10):
+            while True:
+                result = await consumer.pull(f"%DLQ%{group}", 0, 0)
+                if result.found:
+                    return result.records
+                await trio.sleep(0.2)
+    return []
+
+
 def test_node_producer_and_simple_consumer(tmp_path: pathlib.Path) -> None:
     env = {
         "RMQ_GRPC_LISTEN": "127.0.0.1:0",
@@ -63,17 +105,27 @@ def test_node_producer_and_simple_consumer(tmp_path: pathlib.Path) -> None:
     daemon = Daemon(tmp_path / "store", env=env)
     try:
         endpoint = f"127.0.0.1:{daemon.event('listening')['grpc_port']}"
-        result = _run_node(endpoint, "node-5x", "NodeTopic", str(COUNT), "20")
+        trio.run(_make_groups, daemon.port)
+        attempts = str(RETRIES + 1)
+        result = _run_node(endpoint, GROUP, "NodeTopic", str(COUNT), "20", DLQ_TOPIC, attempts)
         assert result["errors"] == [], result["errors"]
         seen: list[list[object]] = result["seen"]  # type: ignore[assignment]
         by_body = {str(row[0]): row for row in seen}
         expected = {f"n-{i}" for i in range(COUNT)} | {f"fifo-{i}" for i in range(3)}
-        expected |= {"delayed", "tx-commit", "tx-unknown"}
+        expected |= {"delayed", "slow-0", "slow-1", "tx-commit", "tx-unknown"}
         assert set(by_body) == expected  # never tx-rollback
-        # each once, but n-0 (left unacked) twice: attempt 1, then 2
-        assert sorted(str(row[0]) for row in seen) == sorted([*expected, "n-0"])
-        assert [row[7] for row in seen if row[0] == "n-0"] == [1, 2]
-        assert all(row[7] == 1 for row in seen if row[0] != "n-0")
+        # each once, but n-0 (left unacked) and slow-0 (hidden 4 s, unacked) twice: attempt 1,
+        # then 2; slow-1, acked under the handle its change gave, never again
+        twice = ["n-0", "slow-0"]
+        assert sorted(str(row[0]) for row in seen) == sorted([*expected, *twice])
+        for body in twice:
+            assert [row[7] for row in seen if row[0] == body] == [1, 2]
+        assert all(row[7] == 1 for row in seen if row[0] not in twice)
+        # slow-0 came back no sooner than 4 s after the change (not when its first 2 s ran out;
+        # 50 ms of slack for clocks read in whole milliseconds)
+        changed: dict[str, int] = result["changed"]  # type: ignore[assignment]
+        back = [int(str(row[6])) for row in seen if row[0] == "slow-0"][1]
+        assert back >= changed["slow-0"] + 4000 - 50
         for i in range(COUNT):
             _body, tag, keys, seq, _id, group, _at, _attempt = by_body[f"n-{i}"]
             assert (tag, keys, seq, group) == (f"Tag{i % 3}", [f"key-{i}"], str(i), None)
@@ -98,9 +150,35 @@ def test_node_producer_and_simple_consumer(tmp_path: pathlib.Path) -> None:
         bodies = [str(row[0]) for row in pushed if row[0] != "wake"]
         assert sorted(bodies) == sorted(expected)
         assert all(row[2] == 1 for row in pushed)
+        _check_dead_letters(result, daemon.port)
     finally:
         assert daemon.stop() == 0
     # no connection ended under the client (ordinary ends are logged at debug, not at info)
     closed = [e for e in daemon.events if e.get("event") == "grpc_connection_closed"]
     assert closed == []
     assert not [e for e in daemon.events if e.get("level") in {"error", "critical"}]
+
+
+def _check_dead_letters(result: dict[str, object], port: int) -> None:
+    """The message both failing PushConsumers were given: the broker handed it to group
+    node-5x-dlq RETRIES times more (each failure changes its invisible duration; the client
+    reads no backoff from the customized one the broker tells, so it asks for 0 s), then stored
+    it in that group's DLQ; the FIFO group's client forwarded it to its DLQ itself after its
+    one attempt (without a backoff policy it allows one). Each DLQ copy keeps the body, tag,
+    keys, user property and message id."""
+    failed: list[list[object]] = result["failed"]  # type: ignore[assignment]
+    doomed = str(result["doomed"])
+    rows = [row for row in failed if row[1] != "wake"]
+    assert {(row[1], row[2]) for row in rows} == {("doomed", doomed)}
+    assert [row[3] for row in rows if row[0] == "dlq"] == list(range(1, RETRIES + 2))
+    assert [row[3] for row in rows if row[0] == "fifo"] == [1]
+    for suffix in ("dlq", "fifo"):
+        # (the FIFO group's client fails and forwards the "wake" too, at its shutdown)
+        records = trio.run(_dead_letters, port, f"{GROUP}-{suffix}")
+        records = [r for r in records if r.body != b"wake"]
+        assert [r.body for r in records] == [b"doomed"], suffix
+        props = decode_properties(records[0].properties)
+        assert props["origin"] == "node"
+        assert props[MessageConst.TAGS] == "TagD"
+        assert props[MessageConst.KEYS] == "key-d"
+        assert props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] == doomed

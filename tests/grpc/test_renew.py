@@ -1,7 +1,8 @@
 """Auto renew in process: a message received with `auto_renew` by a client whose session
 lives stays invisible over several invisible periods, an ack under the handle the client
-received still acknowledges it after renewals, and once the session ends the message comes
-back (the renewal table drops the client's handles)."""
+received still acknowledges it after renewals, so does a change of invisible duration (which
+ends the renewing), and once the session ends the message comes back (the renewal table drops
+the client's handles)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,39 @@ async def test_a_held_message_stays_invisible_and_acks_under_its_first_handle(
         assert renewals(pop_of(ctx)).count == 0
         session.cancel_scope.cancel()
     await nothing_for(ctx, 5)
+
+
+async def test_a_change_under_the_first_handle_after_renewals_is_the_clients_choice(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    # a push consumer's listener failed after a renewal: the client changes the invisible
+    # duration (to 0 s, the Node.js client's choice) under the handle it received
+    ctx = broker.server.broker
+    shorten(ctx)
+    await producer.send(Message(TOPIC, b"failed"))
+    table = renewals(pop_of(ctx))
+    async with trio.open_nursery() as session:
+        assert ctx.pop is not None
+        session.start_soon(table.keep, CLIENT, ctx.pop)
+        message = await renewed_receive(ctx)
+        first = message.system_properties.receipt_handle
+        with trio.fail_after(10):
+            while table.current(CLIENT, first) == first:  # noqa: ASYNC110
+                await trio.sleep(0.1)
+        _, service = load()
+        request = service.ChangeInvisibleDurationRequest(
+            group=resource(GROUP),
+            topic=resource(TOPIC),
+            receipt_handle=first,
+            message_id=message.system_properties.message_id,
+        )
+        answer = await call(ctx, "ChangeInvisibleDuration", request)
+        assert answer.status.code == code("OK")
+        assert table.count == 0  # renewed no more: back at once, though the session lives
+        again = await receive_until(ctx, 10)
+        assert [m.body for m in again.messages] == [b"failed"]
+        assert again.messages[0].system_properties.delivery_attempt == 2
+        session.cancel_scope.cancel()
 
 
 async def test_a_message_comes_back_once_its_session_ends(

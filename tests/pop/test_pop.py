@@ -99,6 +99,19 @@ async def test_changing_the_invisible_time_extends_it_under_a_new_receipt(
     assert pop_service.inflight == {}
 
 
+async def test_a_change_to_no_invisible_time_makes_the_message_visible_at_once(
+    broker: RunningBroker, producer: Producer
+) -> None:
+    # what a 5.x push consumer without a backoff asks after a failure (the Node.js client reads
+    # none from a customized one); 5.x's proxy and broker allow it
+    await send(producer, b"failed")
+    [message] = await pop(producer, GROUP, TOPIC, invisible_ms=60_000)
+    await change_invisible(producer, GROUP, TOPIC, message, 0)
+    again = await pop_until(producer, 10, invisible_ms=60_000)  # long before its first 60 s
+    assert [m.body for m in again] == [b"failed"]
+    assert again[0].record.reconsume_times == 1
+
+
 async def test_past_the_groups_retry_max_times_a_message_goes_to_the_dlq(
     broker: RunningBroker, producer: Producer
 ) -> None:
