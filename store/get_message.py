@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from store.consume_queue import ConsumeQueue, CqUnit
-from store.decode import RecordFormatError, decode_record
+from store.decode import RecordFormatError, decode_record, locate_record
 from store.dispatch import ConsumeQueueTable
 from store.message import java_string_hash, tags_of
 from store.sql_filter import SqlExpression
@@ -226,11 +226,12 @@ def _record_properties(data: bytes) -> dict[str, str] | None:
     MessageDecoder.string2messageProperties splits them (a pair needs a name and a value, split
     at its first separator); None when the record does not decode."""
     try:
-        record = decode_record(data, 0, include_body=False, verify_crc=False)
+        _, _, _, start, length = locate_record(data, 0, 0, len(data))
     except RecordFormatError:
         return None
+    text = data[start + 2 : start + 2 + length].decode(errors="replace")
     properties: dict[str, str] = {}
-    for pair in record.properties.split("\x02"):
+    for pair in text.split("\x02"):
         name, _, value = pair.partition("\x01")
         if name and value:
             properties[name] = value
