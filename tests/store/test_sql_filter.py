@@ -214,3 +214,24 @@ def test_any_text_compiles_or_is_refused(text: str) -> None:
         assert str(exc)
     else:
         assert expression.matches({}) in (True, False)
+
+
+_TOKENS = [
+    "a", "b", "(", ")", "NOT", "AND", "OR", "=", "<>", ">", ">=", "<", "<=", "5", "3000000000",
+    "1.5", "'x'", "'5'", "IS", "NULL", "BETWEEN", "IN", ",", "-", "+", "TRUE", "FALSE",
+]  # fmt: skip
+
+
+@given(
+    st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=14),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.sampled_from(["5", "x", "1.5", "true", "-7"])),
+)
+def test_token_soup_compiles_or_is_refused_and_never_raises(
+    tokens: list[str], properties: dict[str, str]
+) -> None:
+    try:
+        expression = compile_sql(" ".join(tokens))
+    except SqlFilterError as exc:
+        assert str(exc)
+    else:
+        assert expression.matches(properties) in (True, False)
