@@ -5,21 +5,18 @@ served only with `enable_property_filter`, as 4.9's `enablePropertyFilter`. Pull
 subscriptions, pops and gRPC receives build their filter here, so they refuse alike: a bad
 expression or an unknown type with SUBSCRIPTION_PARSE_FAILED (5.x clients see
 ILLEGAL_FILTER_EXPRESSION), SQL92 on a broker without property filtering with SYSTEM_ERROR and
-4.9's remark. 4.9 checks the expression first, then the switch; so do these.
+4.9's remark. 4.9 checks the expression first, then the switch; so do these. A remoting
+refusal is logged once, as every refused request is (`broker.refusals`).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-import structlog
-
 from protocol.codes import ResponseCode
 from protocol.errors import HeaderFieldError
 from store.get_message import TagFilter
 from store.sql_filter import SqlExpression, SqlFilterError, compile_sql
-
-log = structlog.get_logger()
 
 TAG: Final = "TAG"
 SQL92: Final = "SQL92"
@@ -40,21 +37,18 @@ def build_filter(
     *,
     property_filter: bool,
     field: str,
-    group: str = "",
 ) -> TagFilter:
     """The filter of `expression` of type `kind`; `HeaderFieldError` naming `field` when it is
     refused (`property_filter`: the broker's enable_property_filter)."""
     if is_tag_type(kind):
         return TagFilter.parse(expression)
-    compiled = check_expression(expression, kind, field=field, group=group)
+    compiled = check_expression(expression, kind, field=field)
     if not property_filter:
         raise HeaderFieldError(field, not_served_remark(kind), ResponseCode.SYSTEM_ERROR)
     return TagFilter(sql=compiled)
 
 
-def check_expression(
-    expression: str | None, kind: str | None, *, field: str, group: str = ""
-) -> SqlExpression:
+def check_expression(expression: str | None, kind: str | None, *, field: str) -> SqlExpression:
     """`expression` compiled as a selector of type `kind` (SQL92, the one 4.9 knows besides
     TAG); HeaderFieldError with SUBSCRIPTION_PARSE_FAILED and the reason when it does not."""
     if kind != SQL92:
@@ -64,5 +58,4 @@ def check_expression(
             return compile_sql(expression)
         except SqlFilterError as exc:
             reason = f"parse the consumer's subscription failed: {exc}"
-    log.info("subscription_refused", group=group, expression_type=kind, reason=reason)
     raise HeaderFieldError(field, reason, ResponseCode.SUBSCRIPTION_PARSE_FAILED)

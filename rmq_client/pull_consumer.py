@@ -67,7 +67,7 @@ class PullConsumer:
         self.group = group
         self.client_id = client_id
         self.subscriptions: dict[str, str] = {}
-        #: topic -> expression type, for the subscriptions that are not TAG ones
+        #: topic -> the expression type of its subscription (TAG or SQL92)
         self.expression_types: dict[str, str] = {}
 
     async def subscribe(

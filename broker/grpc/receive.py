@@ -103,7 +103,6 @@ def _filter(request: Message, broker: BrokerContext) -> TagFilter:
         SQL92 if sql else TAG,
         property_filter=broker.config.enable_property_filter,
         field="filterExpression",
-        group=request.group.name,
     )
 
 

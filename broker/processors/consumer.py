@@ -130,5 +130,5 @@ class CheckClientConfigProcessor:
         kind = subscription.expression_type
         if not ctx.broker.config.enable_property_filter:
             return request.make_response(ResponseCode.SYSTEM_ERROR, not_served_remark(kind))
-        check_expression(subscription.sub_string, kind, field="subscriptionData", group=body.group)
+        check_expression(subscription.sub_string, kind, field="subscriptionData")
         return request.make_response(ResponseCode.SUCCESS)

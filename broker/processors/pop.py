@@ -60,7 +60,6 @@ class PopMessageProcessor:
             header.exp_type,
             property_filter=ctx.broker.config.enable_property_filter,
             field="exp",
-            group=header.consumer_group,
         )
         result = await self._pop(service, header, tag_filter)
         code = ResponseCode.SUCCESS if result.messages else ResponseCode.PULL_NOT_FOUND

@@ -137,20 +137,18 @@ class PullMessageProcessor:
                 f"topicConfig.readQueueNums:[{topic.read_queue_nums}] consumer:[/{remote}]",
             )
         enabled = broker.config.enable_property_filter
-        group_name = header.consumer_group
         if header.sys_flag & FLAG_SUBSCRIPTION:
             return build_filter(
                 header.subscription,
                 header.expression_type,
                 property_filter=enabled,
                 field="subscription",
-                group=group_name,
             )
-        known = broker.consumers.subscription(group_name, header.topic)
+        known = broker.consumers.subscription(header.consumer_group, header.topic)
         if known is None:
             raise _reject(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                f"the consumer's subscription not exist, group: {group_name}",
+                f"the consumer's subscription not exist, group: {header.consumer_group}",
             )
         try:
             return build_filter(
@@ -158,7 +156,6 @@ class PullMessageProcessor:
                 known.expression_type,
                 property_filter=enabled,
                 field="subscription",
-                group=group_name,
             )
         except HeaderFieldError as exc:
             if exc.response_code != ResponseCode.SUBSCRIPTION_PARSE_FAILED:
