@@ -10,6 +10,7 @@ import pathlib
 from collections.abc import AsyncIterator
 
 import pytest
+import structlog
 import trio
 
 from broker.config import BrokerConfig
@@ -201,3 +202,39 @@ async def test_without_property_filtering_sql92_is_refused(tmp_path: pathlib.Pat
                 assert (await consumer.pull(TOPIC, 0, 0, expression="*")).found
         finally:
             await broker.stop()
+
+
+HOSTILE_BODIES = [
+    b"[]",
+    b"\xff\xfe",
+    b'{"subscriptionData": 5}',
+    b'{"subscriptionData": {"topic": 5}}',
+    b'{"subscriptionData": {"topic": "t", "expressionType": 7}}',
+    b'{"subscriptionData": {"topic": "t", "subString": null, "expressionType": "SQL92"}}',
+    b'{"subscriptionData": {"topic": "t", "subString": "a > 1", "expressionType": null}}',
+    b'{"group": [], "subscriptionData": {"topic": "t", "subString": "a", '
+    b'"expressionType": "SQL92"}}',
+    b'{"subscriptionData": {"topic": "t", "subString": "'
+    + b"(" * 3000
+    + b'", "expressionType": "SQL92"}}',
+    rb'{"subscriptionData": {"topic": "t", "subString": "a \u0000 b", "expressionType": "SQL92"}}',
+]
+
+
+async def test_hostile_check_client_config_bodies_are_answered(broker: RunningBroker) -> None:
+    """Each gets a code and a remark from the checks, none reaches the dispatcher's catch-all,
+    and the connection serves on."""
+    with structlog.testing.capture_logs() as logs:
+        async with open_pull_consumer("127.0.0.1", broker.port, GROUP) as consumer:
+            for body in HOSTILE_BODIES:
+                command = RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, {}, body=body)
+                answer = await consumer.connection.request(command)
+                assert answer.code in (
+                    ResponseCode.SUCCESS,  # a null expression type is TAG, as in 4.9
+                    ResponseCode.SYSTEM_ERROR,
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                ), body
+                assert answer.code == ResponseCode.SUCCESS or answer.remark, body
+            good = await check_client_config(consumer, config_body("a = 1", "SQL92"))
+            assert good.code == ResponseCode.SUCCESS
+    assert [e for e in logs if e.get("event") == "processor_failed"] == []
