@@ -190,7 +190,9 @@ class _Parser:
         low = self._unary()
         self._expect("AND")
         high = self._unary()
-        if isinstance(low, Const) and isinstance(high, Const):
+        # as 4.9: only BETWEEN checks its literal bounds' order (NOT BETWEEN 10 AND 1 holds for
+        # every number)
+        if not negated and isinstance(low, Const) and isinstance(high, Const):
             if low.value is None or high.value is None:
                 raise SqlFilterError("the bounds of BETWEEN cannot be NULL")
             try:

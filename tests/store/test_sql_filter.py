@@ -74,6 +74,7 @@ CASES: list[tuple[str, dict[str, str], bool]] = [
     ("a NOT BETWEEN 1 AND 10", {"a": "5"}, False),
     ("a NOT BETWEEN 1 AND 10", {}, False),
     ("a BETWEEN -5 AND -1", {"a": "-3"}, True),
+    ("a NOT BETWEEN 10 AND 1", {"a": "5"}, True),  # 4.9 checks the bounds of BETWEEN only
     ("region IN ('eu', 'us')", {"region": "us"}, True),
     ("region IN ('eu', 'us')", {"region": "asia"}, False),
     ("region NOT IN ('eu', 'us')", {"region": "asia"}, True),
