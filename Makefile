@@ -62,6 +62,7 @@ soak: install-test
 bench: install-test
 	$(PY) bench/codec.py
 	$(PY) bench/store.py
+	$(PY) bench/sql_filter.py
 
 # Builds the image with podman and runs it end to end (see deploy/README.md).
 test-container: install-test

@@ -160,9 +160,10 @@ class BrokerConfig:
     ha_master_address: HostPort | None = None
     #: where a SLAVE copies topics, groups and offsets from (the master's listen address)
     ha_master_broker_address: HostPort | None = None
-    #: pulls may be sent to a slave: a consumer far behind is told to read from one (4.9's
-    #: slaveReadEnable and the group's whichBrokerWhenConsumeSlowly)
+    #: a consumer far behind is told to pull from a slave (4.9's slaveReadEnable, per group)
     slave_read_enable: bool = False
+    #: SQL92 subscriptions (pulls, pops, gRPC receives) are served; off, refused (4.9's default)
+    enable_property_filter: bool = False
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -198,10 +199,8 @@ class BrokerConfig:
             raise ConfigError("max_buffered_bytes", f"must be at least {limit}")
         if not self.shutdown_timeout_s >= 0:
             raise ConfigError("shutdown_timeout_s", "must be >= 0")
-        if self.broker_permission not in range(8):
-            raise ConfigError(
-                "broker_permission", f"must be within 0..7, got {self.broker_permission!r}"
-            )
+        if (perm := self.broker_permission) not in range(8):
+            raise ConfigError("broker_permission", f"must be within 0..7, got {perm!r}")
         if self.ha_listen_port is not None and not 0 <= self.ha_listen_port <= 65535:
             raise ConfigError("ha_listen_port", f"port {self.ha_listen_port} is out of range")
         if self.start_accept_send_request_time_stamp < 0:

@@ -7,6 +7,7 @@ from broker.admin import registry as admin_registry
 from broker.processors import RequestProcessor
 from broker.processors.admin import DeleteExpiredCommitLogProcessor
 from broker.processors.consumer import (
+    CheckClientConfigProcessor,
     GetConsumerListByGroupProcessor,
     GetMaxOffsetProcessor,
     GetMinOffsetProcessor,
@@ -67,6 +68,7 @@ def broker_processors() -> dict[int, RequestProcessor]:
             RequestCode.GET_MIN_OFFSET: GetMinOffsetProcessor(),
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetByTimestampProcessor(),
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupProcessor(),
+            RequestCode.CHECK_CLIENT_CONFIG: CheckClientConfigProcessor(),
             RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackProcessor(),
             RequestCode.TRIGGER_DELETE_FILES: DeleteExpiredCommitLogProcessor(),
             RequestCode.END_TRANSACTION: EndTransactionProcessor(),

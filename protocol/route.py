@@ -261,3 +261,22 @@ class ConsumerListBody:
 
 def _check_subscription_topic(field: str, topic: str) -> str:
     return check_label(field, topic, "topic", SUBSCRIPTION_TOPIC_MAX_LENGTH)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckClientRequestBody:
+    """CHECK_CLIENT_CONFIG's body: the client, its group and the subscription to check."""
+
+    client_id: str
+    group: str
+    subscription: SubscriptionData | None
+
+    @classmethod
+    def from_json(cls, body: bytes) -> CheckClientRequestBody:
+        d = load_object(body, "check client config")
+        present = dict(d.entries()).get("subscriptionData") is not None
+        return cls(
+            d.optional_text("clientId") or "",
+            d.optional_text("group") or "",
+            SubscriptionData.read(d.child("subscriptionData")) if present else None,
+        )

@@ -67,10 +67,15 @@ class PullConsumer:
         self.group = group
         self.client_id = client_id
         self.subscriptions: dict[str, str] = {}
+        #: topic -> the expression type of its subscription (TAG or SQL92)
+        self.expression_types: dict[str, str] = {}
 
-    async def subscribe(self, topic: str, expression: str = "*") -> None:
+    async def subscribe(
+        self, topic: str, expression: str = "*", expression_type: str = "TAG"
+    ) -> None:
         """Record the subscription and announce it to the broker (a heartbeat)."""
         self.subscriptions[topic] = expression
+        self.expression_types[topic] = expression_type
         await self.heartbeat()
 
     async def heartbeat(self) -> None:
@@ -79,7 +84,10 @@ class PullConsumer:
             "CONSUME_ACTIVELY",
             "CLUSTERING",
             "CONSUME_FROM_FIRST_OFFSET",
-            tuple(SubscriptionData(t, e) for t, e in sorted(self.subscriptions.items())),
+            tuple(
+                SubscriptionData(t, e, expression_type=self.expression_types.get(t, "TAG"))
+                for t, e in sorted(self.subscriptions.items())
+            ),
         )
         body = HeartbeatData(self.client_id, (), (consumer,)).to_json()
         await self._call(RequestCode.HEART_BEAT, {}, body=body)
@@ -92,6 +100,7 @@ class PullConsumer:
         *,
         max_nums: int = 32,
         expression: str | None = None,
+        expression_type: str = "TAG",
         suspend_ms: int = 0,
         commit_offset: int | None = None,
     ) -> PullResult:
@@ -112,7 +121,7 @@ class PullConsumer:
             suspend_ms,
             0,
             expression,
-            "TAG" if expression is not None else None,
+            expression_type if expression is not None else None,
         )
         command = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
         response = await self.connection.request(command, suspend_ms / 1000 + CLIENT_SLACK_S)

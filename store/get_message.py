@@ -1,8 +1,9 @@
 """Reading messages by topic, queue id and logical offset: `get_message` and its result.
 
-Owns the lookup a pull makes: consume-queue units from a logical offset, the tag filter (tags
-code first, then the exact TAGS of the record, as RocketMQ's ExpressionMessageFilter does for
-TAG subscriptions) and the stored record bytes, returned exactly as stored so clients decode them.
+Owns the lookup a pull makes: consume-queue units from a logical offset, the filter (for a TAG
+subscription the tags code first, then the exact TAGS of the record; for a SQL92 one the
+record's properties, which the tags code cannot decide; as RocketMQ's ExpressionMessageFilter)
+and the stored record bytes, returned exactly as stored so clients decode them.
 Units only exist as far as the dispatcher went: the durable offset under SYNC_FLUSH, so nothing
 served here can be taken back by a crash; the written offset under ASYNC_FLUSH, as RocketMQ.
 Mirrors DefaultMessageStore.getMessage (4.9).
@@ -17,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from store.consume_queue import ConsumeQueue, CqUnit
-from store.decode import RecordFormatError, decode_record
+from store.decode import RecordFormatError, decode_record, locate_record
 from store.dispatch import ConsumeQueueTable
 from store.message import java_string_hash, tags_of
+from store.sql_filter import SqlExpression
 
 MAX_TRANSFER_BYTES: Final = 256 * 1024  # maxTransferBytesOnMessageInMemory
 MAX_SCAN_UNITS: Final = 800  # units looked at per pull when the filter skips many
@@ -42,10 +44,12 @@ class GetMessageStatus(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class TagFilter:
-    """A TAG subscription: None (or "*") matches everything."""
+    """A subscription's filter: a TAG one (`tags` None, or "*", matches everything) or, with
+    `sql`, a SQL92 selector over each record's properties."""
 
     tags: frozenset[str] | None = None
     codes: frozenset[int] = field(default=frozenset())
+    sql: SqlExpression | None = None
 
     @classmethod
     def parse(cls, expression: str | None) -> TagFilter:
@@ -66,6 +70,19 @@ class TagFilter:
 
     def matches_tags(self, tags: str | None) -> bool:
         return self.tags is None or (tags is not None and tags in self.tags)
+
+    @property
+    def reads_record(self) -> bool:
+        """Whether a record must be decoded to decide (`matches_record`)."""
+        return self.tags is not None or self.sql is not None
+
+    def matches_record(self, data: bytes) -> bool:
+        """The record's TAGS are subscribed, or its properties pass the selector; a record
+        that does not decode matches neither."""
+        if self.sql is None:
+            return self.matches_tags(_record_tags(data))
+        properties = _record_properties(data)
+        return properties is not None and self.sql.matches(properties)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +178,7 @@ def get_message(  # noqa: PLR0917 - the queue's coordinates, as MessageStore.get
             if data is None:
                 status = GetMessageStatus.OFFSET_FOUND_NULL
                 continue
-            if wanted.tags is not None and not wanted.matches_tags(_record_tags(data)):
+            if wanted.reads_record and not wanted.matches_record(data):
                 continue
             messages.append(data)
             offsets.append(unit.queue_offset)
@@ -187,7 +204,7 @@ def with_large(
     wanted = tag_filter or TagFilter()
     if data is None:
         status = GetMessageStatus.OFFSET_FOUND_NULL
-    elif wanted.tags is not None and not wanted.matches_tags(_record_tags(data)):
+    elif wanted.reads_record and not wanted.matches_record(data):
         status = GetMessageStatus.NO_MATCHED_MESSAGE
     else:
         return dataclasses.replace(
@@ -202,3 +219,20 @@ def _record_tags(data: bytes) -> str | None:
     except RecordFormatError:
         return None
     return tags_of(record.properties)
+
+
+def _record_properties(data: bytes) -> dict[str, str] | None:
+    """The record's properties by name (user and system ones: TAGS, KEYS, ...), as 4.9's
+    MessageDecoder.string2messageProperties splits them (a pair needs a name and a value, split
+    at its first separator); None when the record does not decode."""
+    try:
+        _, _, _, start, length = locate_record(data, 0, 0, len(data))
+    except RecordFormatError:
+        return None
+    text = data[start + 2 : start + 2 + length].decode(errors="replace")
+    properties: dict[str, str] = {}
+    for pair in text.split("\x02"):
+        name, _, value = pair.partition("\x01")
+        if name and value:
+            properties[name] = value
+    return properties

@@ -32,6 +32,7 @@ from broker.grpc.methods import CallContext, Message
 from broker.grpc.outbound import duration_ms, timestamp, to_v5
 from broker.grpc.renew import renewals
 from broker.grpc.status import from_remoting, ok, status
+from broker.message_filter import SQL92, TAG, build_filter
 from broker.pop.checks import check_group, refuse
 from broker.pop.receipt import POP_RETRY_QUEUE_NUMS, pop_retry_topic
 from broker.pop.service import MAX_POP_NUMS, PopResult, PopService
@@ -89,16 +90,20 @@ def _response(**content: Message) -> Message:
     return service.ReceiveMessageResponse(**content)
 
 
-def _filter(request: Message) -> TagFilter:
-    """The request's TAG filter; SQL92 is refused (the store filters by tag only)."""
+def _filter(request: Message, broker: BrokerContext) -> TagFilter:
+    """The request's filter: a SQL one is passed on as SQL92, as the 5.x proxy does, anything
+    else is a TAG one. Refused (`HeaderFieldError`): an expression that does not compile
+    (ILLEGAL_FILTER_EXPRESSION), SQL on a broker without enable_property_filter (SYSTEM_ERROR,
+    which the proxy answers INTERNAL_SERVER_ERROR)."""
     definition, _ = load()
     expression = request.filter_expression
-    kind = definition.FilterType.Name(expression.type)
-    if kind == "SQL":
-        raise _RefusedError(
-            "NOT_IMPLEMENTED", "SQL92 filters are not supported by this broker, only TAG"
-        )
-    return TagFilter.parse(expression.expression)
+    sql = definition.FilterType.Name(expression.type) == "SQL"
+    return build_filter(
+        expression.expression,
+        SQL92 if sql else TAG,
+        property_filter=broker.config.enable_property_filter,
+        field="filterExpression",
+    )
 
 
 class _RefusedError(Exception):
@@ -119,7 +124,7 @@ def receive_handler(
             service = pop_service(broker)
             if not broker.config.broker_permission & PERM_READ:
                 raise _RefusedError("FORBIDDEN", f"the broker[{broker.addr}] is not readable")
-            tag_filter = _filter(request)
+            tag_filter = _filter(request, broker)
             if not group:
                 raise _RefusedError("ILLEGAL_CONSUMER_GROUP", "the request names no consumer group")
             if not topic:

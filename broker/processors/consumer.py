@@ -1,13 +1,16 @@
-"""The consumer calls besides the pull: committed offsets, queue bounds, the group's clients.
+"""The consumer calls besides the pull: committed offsets, queue bounds, the group's clients,
+the check of a subscription's filter.
 
 QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), SEARCH_OFFSET_BY_TIMESTAMP (29),
-GET_MAX_OFFSET (30), GET_MIN_OFFSET (31) and GET_CONSUMER_LIST_BY_GROUP (38), answered as
-RocketMQ 4.9's ConsumerManageProcessor and AdminBrokerProcessor do.
+GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_CONSUMER_LIST_BY_GROUP (38) and
+CHECK_CLIENT_CONFIG (46), answered as RocketMQ 4.9's ConsumerManageProcessor,
+AdminBrokerProcessor and ClientManageProcessor do.
 """
 
 from __future__ import annotations
 
 from broker.context import BrokerContext
+from broker.message_filter import check_expression, is_tag_type, not_served_remark
 from broker.processors import RequestContext
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
@@ -24,7 +27,7 @@ from protocol.consumer_headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from protocol.errors import HeaderFieldError
-from protocol.route import ConsumerListBody
+from protocol.route import CheckClientRequestBody, ConsumerListBody
 from store.consume_service import ConsumeService
 
 
@@ -109,3 +112,23 @@ class GetConsumerListByGroupProcessor:
             )
         body = ConsumerListBody(tuple(ids)).to_json()
         return request.make_response(ResponseCode.SUCCESS, None, body=body)
+
+
+class CheckClientConfigProcessor:
+    """The Java push consumer asks before it starts with a SQL92 subscription whether the broker
+    serves it (body: clientId, group, subscriptionData). A TAG one, or none: SUCCESS; SQL92
+    without enable_property_filter: SYSTEM_ERROR; an expression that does not compile:
+    SUBSCRIPTION_PARSE_FAILED with the reason, which the client shows as it fails to start."""
+
+    async def process(self, request: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        if not request.body:
+            return request.make_response(ResponseCode.SUCCESS)
+        body = CheckClientRequestBody.from_json(request.body)
+        subscription = body.subscription
+        if subscription is None or is_tag_type(subscription.expression_type):
+            return request.make_response(ResponseCode.SUCCESS)
+        kind = subscription.expression_type
+        if not ctx.broker.config.enable_property_filter:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, not_served_remark(kind))
+        check_expression(subscription.sub_string, kind, field="subscriptionData")
+        return request.make_response(ResponseCode.SUCCESS)

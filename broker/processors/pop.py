@@ -4,7 +4,10 @@
 A pop that finds nothing is held up to its `pollTime` (at most `MAX_POLL_S`) and answered
 PULL_NOT_FOUND, which 5.x clients read as "no new message". A FOUND answer's body is the
 messages as the commit log holds them, each under the topic asked for and with its receipt
-handle in POP_CK; the header carries 5.x's startOffsetInfo and msgOffsetInfo too.
+handle in POP_CK; the header carries 5.x's startOffsetInfo and msgOffsetInfo too. The filter is
+the header's `exp` of type `expType`: TAG, or SQL92 with enable_property_filter
+(`broker.message_filter`; 5.x's pop serves SQL92 whatever enablePropertyFilter says, this broker
+has the one switch for every path).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Final
 
 import trio
 
+from broker.message_filter import build_filter
 from broker.pop.checks import check_group, refuse
 from broker.pop.service import PopResult, PopService
 from broker.processors import RequestContext
@@ -51,13 +55,12 @@ class PopMessageProcessor:
             )
         service.check_topic(header.topic, header.queue_id)
         await check_group(ctx.broker.groups, header.consumer_group)
-        if header.exp_type not in (None, "", "TAG"):
-            raise refuse(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                f"expression type {header.exp_type} is not supported, only TAG",
-                "expType",
-            )
-        tag_filter = TagFilter.parse(header.exp)
+        tag_filter = build_filter(
+            header.exp,
+            header.exp_type,
+            property_filter=ctx.broker.config.enable_property_filter,
+            field="exp",
+        )
         result = await self._pop(service, header, tag_filter)
         code = ResponseCode.SUCCESS if result.messages else ResponseCode.PULL_NOT_FOUND
         ext = PopMessageResponseHeader(

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from broker.ha.service import suggest_broker_id
+from broker.message_filter import build_filter
 from broker.processors import RequestContext
 from broker.processors.namesrv import FAQ_SUFFIX
 from broker.responses import pull_response_code
@@ -135,22 +136,35 @@ class PullMessageProcessor:
                 # the consumer's address as Java prints a socket address
                 f"topicConfig.readQueueNums:[{topic.read_queue_nums}] consumer:[/{remote}]",
             )
+        enabled = broker.config.enable_property_filter
         if header.sys_flag & FLAG_SUBSCRIPTION:
-            expression, kind = header.subscription, header.expression_type
-        else:
-            known = broker.consumers.subscription(header.consumer_group, header.topic)
-            if known is None:
-                raise _reject(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's subscription not exist, group: {header.consumer_group}",
-                )
-            expression, kind = known.sub_string, known.expression_type
-        if kind not in (None, "", "TAG"):
-            raise _reject(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                f"expression type {kind} is not supported, only TAG",
+            return build_filter(
+                header.subscription,
+                header.expression_type,
+                property_filter=enabled,
+                field="subscription",
             )
-        return TagFilter.parse(expression)
+        known = broker.consumers.subscription(header.consumer_group, header.topic)
+        if known is None:
+            raise _reject(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription not exist, group: {header.consumer_group}",
+            )
+        try:
+            return build_filter(
+                known.sub_string,
+                known.expression_type,
+                property_filter=enabled,
+                field="subscription",
+            )
+        except HeaderFieldError as exc:
+            if exc.response_code != ResponseCode.SUBSCRIPTION_PARSE_FAILED:
+                raise
+            # 4.9 keeps no filter data for a heartbeat's expression that does not compile
+            raise _reject(
+                ResponseCode.FILTER_DATA_NOT_EXIST,
+                f"The broker's consumer filter data is not exist! {exc}",
+            ) from None
 
     @staticmethod
     def _response(

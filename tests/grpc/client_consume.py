@@ -2,6 +2,7 @@
 
     python client_consume.py simple ENDPOINT GROUP TOPIC EXPECTED SECONDS
     python client_consume.py push ENDPOINT GROUP TOPIC EXPECTED SECONDS
+    python client_consume.py MODE ENDPOINT GROUP TOPIC EXPECTED SECONDS SQL92-EXPRESSION
 
 `simple`: a SimpleConsumer receives one message at a time (invisible 2 s) until EXPECTED acked
 messages or SECONDS; a body starting with "keep" is left unacked the first time it comes, one
@@ -12,6 +13,7 @@ the "keep" ones unacked.
 `push`: a PushConsumer consumes every message with SUCCESS, one starting with "fail" with
 FAILURE each time, until EXPECTED messages were consumed successfully or SECONDS;
 `deliveries`: as `push`, until EXPECTED deliveries (failed ones included).
+With a SQL92 expression the consumer subscribes with it (FilterType SQL), else to every tag.
 Prints one JSON line: each delivery as [body, delivery attempt, message id, message group],
 and any error."""
 
@@ -29,6 +31,7 @@ from rocketmq import (
     PushConsumer,
     SimpleConsumer,
 )
+from rocketmq.grpc_protocol import FilterType
 
 
 def delivery(message) -> list[object]:  # type: ignore[no-untyped-def]
@@ -48,8 +51,9 @@ def simple(
     until: float,
     *,
     leave: bool = False,
+    subscription: FilterExpression,
 ) -> dict[str, object]:
-    consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
+    consumer = SimpleConsumer(config, group, {topic: subscription}, await_duration=2)
     consumer.startup()
     seen: list[list[object]] = []
     acked = 0
@@ -97,9 +101,10 @@ def push(
     until: float,
     *,
     deliveries: bool = False,
+    subscription: FilterExpression,
 ) -> dict[str, object]:
     listener = Listener()
-    consumer = PushConsumer(config, group, listener, {topic: FilterExpression()})
+    consumer = PushConsumer(config, group, listener, {topic: subscription})
     consumer.startup()
     try:
         while (len(listener.seen) if deliveries else listener.ok) < expected and (
@@ -118,10 +123,18 @@ def main() -> None:
     expected, seconds = int(sys.argv[5]), float(sys.argv[6])
     config = ClientConfiguration(endpoint, Credentials(), request_timeout=5)
     until = time.time() + seconds
+    sql = sys.argv[7] if len(sys.argv) > 7 else None
+    subscription = FilterExpression(sql, FilterType.SQL) if sql else FilterExpression()
     if mode in ("push", "deliveries"):
-        result = push(config, group, topic, expected, until, deliveries=mode == "deliveries")
+        deliveries = mode == "deliveries"
+        result = push(
+            config, group, topic, expected, until, deliveries=deliveries, subscription=subscription
+        )
     else:
-        result = simple(config, group, topic, expected, until, leave=mode == "leave")
+        leave = mode == "leave"
+        result = simple(
+            config, group, topic, expected, until, leave=leave, subscription=subscription
+        )
     print(json.dumps(result), flush=True)
 
 

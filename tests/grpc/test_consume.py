@@ -279,8 +279,10 @@ async def test_filters_and_refusals_of_a_receive(broker: RunningBroker, producer
     ctx = context_of(broker)
     tagged = await receive(ctx, expression="TagB")
     assert [m.body for m in tagged.messages] == [b"b"]
+    # SQL92 is served only with enable_property_filter (tests/grpc/test_consume_sql.py)
     sql = await receive(ctx, group="sql-group", filter_type="SQL", expression="a > 1")
-    assert sql.status.code == code("NOT_IMPLEMENTED")
+    assert sql.status.code == code("INTERNAL_SERVER_ERROR")
+    assert "does not support consumer to filter message by SQL92" in sql.status.message
     assert sql.order == ["status"]
     missing = await receive(ctx, topic="NoSuchTopic")
     assert missing.status.code == code("TOPIC_NOT_FOUND")

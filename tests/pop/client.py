@@ -57,10 +57,11 @@ async def pop_raw(
     invisible_ms: int = 60_000,
     poll_ms: int = 0,
     exp: str | None = None,
+    exp_type: str = "TAG",
     order: bool = False,
 ) -> RemotingCommand:
     header = PopMessageRequestHeader(
-        group, topic, queue_id, max_nums, invisible_ms, poll_ms, 0, 0, "TAG", exp or "*", order
+        group, topic, queue_id, max_nums, invisible_ms, poll_ms, 0, 0, exp_type, exp or "*", order
     )
     command = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext_fields())
     return await conn.request(command)
