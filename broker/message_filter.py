@@ -1,7 +1,8 @@
 """The filter of a subscription as the consumer calls carry it: an expression and its type.
 
 `TAG` (or no type) is a tag list, `SQL92` a selector over message properties (`store.sql_filter`),
-served only with `enable_property_filter`, as 4.9's `enablePropertyFilter`. Pulls, heartbeat
+served to pulls only with `enable_property_filter`, as 4.9's `enablePropertyFilter`; 5.x's pops
+(remoting POP_MESSAGE, gRPC receives) serve it whatever the switch says. Pulls, heartbeat
 subscriptions, pops and gRPC receives build their filter here, so they refuse alike: a bad
 expression or an unknown type with SUBSCRIPTION_PARSE_FAILED (5.x clients see
 ILLEGAL_FILTER_EXPRESSION), SQL92 on a broker without property filtering with SYSTEM_ERROR and

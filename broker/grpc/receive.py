@@ -92,16 +92,16 @@ def _response(**content: Message) -> Message:
 
 def _filter(request: Message, broker: BrokerContext) -> TagFilter:
     """The request's filter: a SQL one is passed on as SQL92, as the 5.x proxy does, anything
-    else is a TAG one. Refused (`HeaderFieldError`): an expression that does not compile
-    (ILLEGAL_FILTER_EXPRESSION), SQL on a broker without enable_property_filter (SYSTEM_ERROR,
-    which the proxy answers INTERNAL_SERVER_ERROR)."""
+    else is a TAG one, served whatever `enable_property_filter` says (the proxy's receive is a
+    5.x pop, which does not look at it). Refused (`HeaderFieldError`): an expression that does
+    not compile (ILLEGAL_FILTER_EXPRESSION)."""
     definition, _ = load()
     expression = request.filter_expression
     sql = definition.FilterType.Name(expression.type) == "SQL"
     return build_filter(
         expression.expression,
         SQL92 if sql else TAG,
-        property_filter=broker.config.enable_property_filter,
+        property_filter=True,
         field="filterExpression",
     )
 

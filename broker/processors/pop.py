@@ -5,9 +5,8 @@ A pop that finds nothing is held up to its `pollTime` (at most `MAX_POLL_S`) and
 PULL_NOT_FOUND, which 5.x clients read as "no new message". A FOUND answer's body is the
 messages as the commit log holds them, each under the topic asked for and with its receipt
 handle in POP_CK; the header carries 5.x's startOffsetInfo and msgOffsetInfo too. The filter is
-the header's `exp` of type `expType`: TAG, or SQL92 with enable_property_filter
-(`broker.message_filter`; 5.x's pop serves SQL92 whatever enablePropertyFilter says, this broker
-has the one switch for every path).
+the header's `exp` of type `expType`: TAG, or SQL92 (`broker.message_filter`), served whatever
+`enable_property_filter` says, as 5.x's pop serves it; the switch is 4.9's, for pulls.
 """
 
 from __future__ import annotations
@@ -58,7 +57,7 @@ class PopMessageProcessor:
         tag_filter = build_filter(
             header.exp,
             header.exp_type,
-            property_filter=ctx.broker.config.enable_property_filter,
+            property_filter=True,  # 5.x's pop does not look at enablePropertyFilter
             field="exp",
         )
         result = await self._pop(service, header, tag_filter)

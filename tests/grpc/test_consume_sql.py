@@ -1,5 +1,6 @@
 """ReceiveMessage with a SQL filter (5.x's FilterType SQL, passed on as SQL92 as the proxy does)
-over a running broker with enable_property_filter, messages sent by the 4.x remoting producer:
+over a running broker (without enable_property_filter: 5.x's pop serves SQL92 whatever it says),
+messages sent by the 4.x remoting producer:
 only messages whose properties match are streamed, the others stay for other groups; a bad
 expression is ILLEGAL_FILTER_EXPRESSION and nothing is handed out. And the official RocketMQ 5
 Python client's PushConsumer subscribed with a SQL92 expression, against a broker process."""
@@ -12,17 +13,11 @@ from collections import Counter
 import pytest
 import trio
 
-from broker.config import BrokerConfig
 from rmq_client.producer import Message, Producer, open_producer
-from tests.conftest import RunningBroker, make_config
+from tests.conftest import RunningBroker
 from tests.daemon import Daemon
 from tests.grpc.consume_calls import TOPIC, code, receive
 from tests.grpc.official import run_script
-
-
-@pytest.fixture
-def broker_config(tmp_path: pathlib.Path) -> BrokerConfig:
-    return make_config(tmp_path / "store", enable_property_filter=True)
 
 
 async def test_a_sql_receive_streams_only_matching_messages(
@@ -78,7 +73,7 @@ async def _send_priced(port: int, topic: str, count: int) -> None:
 
 
 def test_the_official_push_consumer_with_a_sql92_subscription(tmp_path: pathlib.Path) -> None:
-    env = {"RMQ_GRPC_LISTEN": "127.0.0.1:0", "RMQ_ENABLE_PROPERTY_FILTER": "true"}
+    env = {"RMQ_GRPC_LISTEN": "127.0.0.1:0"}
     daemon = Daemon(tmp_path / "store", env=env)
     try:
         grpc_port = int(str(daemon.event("listening")["grpc_port"]))

@@ -77,17 +77,18 @@ async def test_bad_sql92_pops_are_refused(
     assert bodies(await pop(producer, GROUP, TOPIC)) == [b"eu-1"]  # nothing was handed out
 
 
-async def test_without_property_filtering_a_sql92_pop_is_refused(tmp_path: pathlib.Path) -> None:
+async def test_a_sql92_pop_is_served_without_property_filtering(tmp_path: pathlib.Path) -> None:
+    """5.x's pop serves SQL92 whatever enablePropertyFilter says; the switch is 4.9's, for
+    pulls."""
     async with trio.open_nursery() as nursery:
         broker = await start_broker(nursery, make_config(tmp_path / "off"))
         try:
             async with open_producer("127.0.0.1", broker.port) as producer:
                 await send(producer, 1, "eu")
-                response = await pop_raw(producer, GROUP, TOPIC, exp="price = 1", exp_type="SQL92")
-                assert response.code == ResponseCode.SYSTEM_ERROR
-                assert response.remark == (
-                    "The broker does not support consumer to filter message by SQL92"
-                )
-                assert bodies(await pop(producer, GROUP, TOPIC)) == [b"eu-1"]
+                await send(producer, 2, "us")
+                selected = await pop(producer, GROUP, TOPIC, exp="price = 2", exp_type="SQL92")
+                assert bodies(selected) == [b"us-2"]
+                everything = await pop(producer, "tag-group", TOPIC)  # another group: untouched
+                assert bodies(everything) == [b"eu-1", b"us-2"]
         finally:
             await broker.stop()
