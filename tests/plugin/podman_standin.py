@@ -74,8 +74,14 @@ def run(args: list[str]) -> None:
     if env["RMQ_LISTEN"].rpartition(":")[2] != container_port:
         fail(f"the broker listens on {env['RMQ_LISTEN']}, not on the published {container_port}")
     # On the host the broker listens where the port is published; a container's unpublished
-    # metrics port would collide with the host's.
-    env.update(RMQ_LISTEN=f"{ip}:{container_port}", RMQ_METRICS_LISTEN="none")
+    # ports (metrics, the gRPC endpoint's 8081, the HA port next to the listen port) would
+    # collide with the host's, where other brokers may hold them.
+    env.update(
+        RMQ_LISTEN=f"{ip}:{container_port}",
+        RMQ_METRICS_LISTEN="none",
+        RMQ_GRPC_LISTEN="none",
+        RMQ_HA_LISTEN_PORT="0",
+    )
     store = state() / f"{name}.store"
     store.mkdir()
     env["RMQ_STORE_PATH_ROOT_DIR"] = str(store)

@@ -21,7 +21,7 @@ import pytest
 from tests.reliability.conftest import SOAK
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-INPUTS = {"ASYNC_FLUSH": 200_000 if SOAK else 1_200, "SYNC_FLUSH": 50_000 if SOAK else 700}
+INPUTS = {"ASYNC_FLUSH": 200_000 if SOAK else 1_200, "SYNC_FLUSH": 50_000 if SOAK else 1_200}
 
 
 def answered(stats: dict[str, int], request_code: int, response_code: int) -> int:
