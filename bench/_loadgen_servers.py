@@ -195,6 +195,10 @@ def running(
         command = _broker_command(broker_executable, port, work / "store", mode)
         metrics_port = free_port()
         env["RMQ_METRICS_LISTEN"] = f"127.0.0.1:{metrics_port}"
+        # the remoting port is the one measured: no gRPC endpoint on 8081 (another broker on the
+        # machine may hold it), an HA port of the system's choosing (not the listen port + 1)
+        env.setdefault("RMQ_GRPC_LISTEN", "none")
+        env.setdefault("RMQ_HA_LISTEN_PORT", "0")
     elif kind == "redis":
         command = _redis_command(port, work, mode)
     else:
