@@ -335,8 +335,8 @@ class Connection:
                 trio.BrokenResourceError,
                 trio.ClosedResourceError,
                 trio.TooSlowError,
-            ) as exc:
-                self._fail_writes(type(exc).__name__)
+            ) as error:
+                self._fail_writes(type(error).__name__)
 
     def _fail_writes(self, error: str) -> None:
         self._write_failed = True
