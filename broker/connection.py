@@ -21,7 +21,7 @@ import ipaddress
 import itertools
 import os
 from collections.abc import Callable, Sequence
-from typing import Final, cast
+from typing import Final
 
 import structlog
 import trio
@@ -199,8 +199,8 @@ class Connection:
             error: RemotingProtocolError | None = None
             commands: Sequence[RemotingCommand]
             try:
-                # The decoder copes with bytearrays too (it copies bodies out of them).
-                commands = decoder.feed(cast(bytes, data))
+                # a bytearray from some streams: the decoder copies bodies out of it
+                commands = decoder.feed(data)
             except RemotingProtocolError as exc:
                 # The frames before the bad bytes are whole requests: they run and are answered
                 # (the writer flushes before the connection closes); nothing after them is read.
@@ -335,8 +335,8 @@ class Connection:
                 trio.BrokenResourceError,
                 trio.ClosedResourceError,
                 trio.TooSlowError,
-            ) as exc:
-                self._fail_writes(type(exc).__name__)
+            ) as error:
+                self._fail_writes(type(error).__name__)
 
     def _fail_writes(self, error: str) -> None:
         self._write_failed = True

@@ -47,9 +47,9 @@ class Dispatcher:
                 response = await processor.process(request, ctx)
             except HeaderFieldError as exc:
                 response = request.make_response(exc.response_code, str(exc))
-            except Exception as exc:
+            except Exception as error:
                 log.exception("processor_failed", code=RequestCode.name_of(request.code))
-                return request.make_response(ResponseCode.SYSTEM_ERROR, str(exc) or repr(exc))
+                return request.make_response(ResponseCode.SYSTEM_ERROR, str(error) or repr(error))
         return response
 
     def submit_burst(

@@ -48,7 +48,7 @@ from store.status import RunningFlags
 NAMESPACE: Final = "rmq_broker"
 
 # From 100 us to half a second: a page-cache hit up to a busy group commit.
-_SUBSECOND: Final = (
+_SUBSECOND: Final[tuple[float, ...]] = (
     0.0001,
     0.00025,
     0.0005,
@@ -370,13 +370,13 @@ class MetricsServer:
     host: str
     port: int
     _server: WSGIServer
-    _thread: threading.Thread
+    _serving_thread: threading.Thread
 
     def close(self) -> None:
         """Stop serving and release the socket; blocks until the serving thread has ended."""
         self._server.shutdown()
         self._server.server_close()
-        self._thread.join()
+        self._serving_thread.join()
 
 
 def serve_metrics(host: str, port: int, metrics: BrokerMetrics) -> MetricsServer:
@@ -386,4 +386,4 @@ def serve_metrics(host: str, port: int, metrics: BrokerMetrics) -> MetricsServer
     scrape reads counters (thread-safe) and the store's properties (plain attribute reads).
     """
     server, thread = start_http_server(port, addr=host, registry=metrics.registry)
-    return MetricsServer(host=host, port=server.server_port, _server=server, _thread=thread)
+    return MetricsServer(host=host, port=server.server_port, _server=server, _serving_thread=thread)

@@ -78,7 +78,7 @@ class FrameDecoder:
         """Bytes received but not yet part of a complete frame."""
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[RemotingCommand]:
+    def feed(self, data: bytes | bytearray) -> list[RemotingCommand]:
         """Add received bytes; return every command they complete, in order.
 
         Raises `RemotingProtocolError` for a negative or oversized length, a header length

@@ -270,8 +270,8 @@ def check_message_and_return_size(
         rec = decode_record(
             buf, pos, base_offset=expected_offset - pos, include_body=False, verify_crc=check_crc
         )
-    except (RecordFormatError, ValueError, IndexError) as exc:
-        return RecordCheck(-1, False, reason=str(exc))
+    except (RecordFormatError, ValueError, IndexError) as error:
+        return RecordCheck(-1, False, reason=str(error))
     if rec.physical_offset != expected_offset:
         return RecordCheck(-1, False, reason=f"physical offset field {rec.physical_offset}")
     if rec.crc_ok is False:

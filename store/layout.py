@@ -147,5 +147,5 @@ def cal_msg_length(
 MIN_RECORD_SIZE: Final = cal_msg_length(0, 0, 0, 0)  # empty body, topic and properties
 
 
-def body_crc(body: bytes) -> int:
+def body_crc(body: bytes | bytearray | memoryview) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF

@@ -253,4 +253,4 @@ def serve_http(host: str, port: int, endpoint: HttpEndpoint) -> MetricsServer:
     httpd = make_server(host, port, endpoint, Server, handler_class=_QuietHandler)
     thread = threading.Thread(target=httpd.serve_forever, name="http", daemon=True)
     thread.start()
-    return MetricsServer(host=host, port=httpd.server_port, _server=httpd, _thread=thread)
+    return MetricsServer(host=host, port=httpd.server_port, _server=httpd, _serving_thread=thread)

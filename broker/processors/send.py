@@ -153,9 +153,9 @@ class SendMessageProcessor:
             except HeaderFieldError as exc:
                 respond(request, request.make_response(exc.response_code, str(exc), ext_fields=ext))
                 continue
-            except Exception as exc:
+            except Exception as error:
                 log.exception("processor_failed", code=request.code)
-                respond(request, _system_error(request, exc))
+                respond(request, _system_error(request, error))
                 continue
             if prepared is None:
                 declined.append(request)
