@@ -26,6 +26,7 @@ from rocketmq.exceptions import ProducerSendSyncFailed
 from protocol.route import TopicRouteData
 from rmq_client.pull_consumer import open_pull_consumer
 from tests.cluster.cluster import BROKER_NAMES, Cluster, broker_names
+from tests.integration.cpp_producer import shutdown_clear_of_route_refresh
 
 TOPIC = "ClusterTopic"
 FIRST = 60
@@ -38,6 +39,7 @@ def produce(namesrv_addr: str, indexes: Iterable[int]) -> None:
     producer = Producer("cluster_producer", timeout=5000)
     producer.set_namesrv_addr(namesrv_addr)
     producer.start()
+    producer_started = time.monotonic()
     try:
         for index in indexes:
             msg = Message(TOPIC)
@@ -46,7 +48,7 @@ def produce(namesrv_addr: str, indexes: Iterable[int]) -> None:
             msg.set_body(f"cluster-{index}".encode())
             assert send(producer, msg) == SendStatus.OK
     finally:
-        producer.shutdown()
+        shutdown_clear_of_route_refresh(producer, producer_started)
 
 
 def send(producer: Producer, msg: Message) -> SendStatus:
@@ -144,6 +146,7 @@ def test_a_push_group_of_two_gets_every_message_once(cluster: Cluster, client_ho
         consumer.set_thread_count(2)
         consumer.subscribe(TOPIC, received.member(name))
         consumer.start()
+        consumer_started = time.monotonic()
         members.append(consumer)
     try:
         received.wait_for(set(range(FIRST)), 40)  # what was there: at least once
@@ -155,7 +158,7 @@ def test_a_push_group_of_two_gets_every_message_once(cluster: Cluster, client_ho
         time.sleep(1)  # a duplicate would come within the pull's round trip
     finally:
         for consumer in members:
-            consumer.shutdown()
+            shutdown_clear_of_route_refresh(consumer, consumer_started)
     seqs = received.seqs()
     assert sorted(seqs) == list(range(FIRST, 2 * FIRST)), "a message came twice"
     by_member = {name for _, name in received.rows}

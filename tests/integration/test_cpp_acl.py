@@ -16,11 +16,13 @@ import os
 import pathlib
 import re
 import sys
+import time
 
 import trio
 
 from store.reader import CommitLogReader
 from tests.conftest import make_config, start_broker
+from tests.integration.cpp_producer import shutdown_clear_of_route_refresh
 
 ACL = """
 accounts:
@@ -49,6 +51,7 @@ def _client_main(port: str, topic: str, access_key: str, secret_key: str, label:
     if access_key != "-":
         producer.set_session_credentials(access_key, secret_key, "LOCAL")
     producer.start()
+    producer_started = time.monotonic()
     try:
         for index in range(SENDS):
             msg = Message(topic)
@@ -62,7 +65,7 @@ def _client_main(port: str, topic: str, access_key: str, secret_key: str, label:
             except Exception as exc:
                 print(json.dumps({"ok": False, "error": str(exc)}), flush=True)
     finally:
-        producer.shutdown()
+        shutdown_clear_of_route_refresh(producer, producer_started)
 
 
 @dataclasses.dataclass(frozen=True)

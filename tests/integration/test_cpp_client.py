@@ -25,6 +25,7 @@ from rocketmq.client import Message, Producer, SendStatus
 from protocol.compression import decompress_body
 from tests.daemon import BROKER, Daemon
 from tests.integration.conftest import CLIENT_HOMES
+from tests.integration.cpp_producer import shutdown_clear_of_route_refresh
 
 TOPIC = "CppInterop"
 COUNT = 1000
@@ -67,13 +68,14 @@ def produce(port: int) -> tuple[list[Any], Any]:
     producer = Producer("cpp_interop_producer", timeout=5000)
     producer.set_namesrv_addr(f"127.0.0.1:{port}")
     producer.start()
+    started = time.monotonic()
     try:
         results = [producer.send_sync(make_message(i, body_of(i))) for i in range(COUNT)]
         indexes = range(BATCH_FIRST, BATCH_FIRST + BATCH_SIZE)
         batch = producer.send_batch([make_message(i, f"batch-{i}".encode()) for i in indexes])
         producer.send_oneway(make_message(ONEWAY, body_of(ONEWAY)))
     finally:
-        producer.shutdown()
+        shutdown_clear_of_route_refresh(producer, started)
     return results, batch
 
 

@@ -19,6 +19,7 @@ from rocketmq.client import Message, Producer, PullConsumer, PushConsumer, RecvM
 
 from rmq_client.pull_consumer import open_pull_consumer
 from tests.daemon import Daemon
+from tests.integration.cpp_producer import shutdown_clear_of_route_refresh
 
 TOPIC = "CppConsume"
 GROUP = "cpp_consume_group"
@@ -37,6 +38,7 @@ def produce(port: int, indexes: range) -> None:
     producer = Producer("cpp_consume_producer", timeout=5000)
     producer.set_namesrv_addr(f"127.0.0.1:{port}")
     producer.start()
+    producer_started = time.monotonic()
     try:
         for index in indexes:
             msg = Message(TOPIC)
@@ -46,7 +48,7 @@ def produce(port: int, indexes: range) -> None:
             msg.set_body(body_of(index))
             assert producer.send_sync(msg).status == SendStatus.OK
     finally:
-        producer.shutdown()
+        shutdown_clear_of_route_refresh(producer, producer_started)
 
 
 class Received:
@@ -77,12 +79,13 @@ def consume(port: int, received: Received, wanted: set[int]) -> None:
     consumer.set_thread_count(2)
     consumer.subscribe(TOPIC, received)
     consumer.start()
+    consumer_started = time.monotonic()
     try:
         received.wait_for(wanted, 40)
         # The client commits its offsets every 5 s: wait until the broker holds them all.
         wait_committed(port, 40)
     finally:
-        consumer.shutdown()
+        shutdown_clear_of_route_refresh(consumer, consumer_started)
 
 
 async def uncommitted(port: int) -> int:
@@ -134,10 +137,11 @@ def test_cpp_push_and_pull_consumers_read_every_message_and_resume_after_restart
         puller = PullConsumer("cpp_consume_puller")
         puller.set_namesrv_addr(f"127.0.0.1:{daemon.port}")
         puller.start()
+        puller_started = time.monotonic()
         try:
             pulled = {int(m.get_property("seq")): m.body for m in puller.pull(TOPIC)}
         finally:
-            puller.shutdown()
+            shutdown_clear_of_route_refresh(puller, puller_started)
     finally:
         daemon.process.terminate()
         assert daemon.finish() == 0

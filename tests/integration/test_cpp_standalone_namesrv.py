@@ -11,6 +11,7 @@ would make the sends fail or the pull come back short.
 from __future__ import annotations
 
 import pathlib
+import time
 
 import trio
 from rocketmq.client import Message, Producer, PullConsumer, SendStatus
@@ -18,6 +19,7 @@ from rocketmq.client import Message, Producer, PullConsumer, SendStatus
 from protocol.admin_topic import TopicConfigData
 from protocol.codes import ResponseCode
 from tests.daemon import Daemon
+from tests.integration.cpp_producer import shutdown_clear_of_route_refresh
 from tests.namesrv.fake_broker import connect, register_request
 from tests.namesrv.process import NamesrvProcess
 
@@ -29,6 +31,7 @@ def produce(namesrv_addr: str) -> list[str]:
     producer = Producer("cpp_namesrv_producer", timeout=5000)
     producer.set_namesrv_addr(namesrv_addr)
     producer.start()
+    producer_started = time.monotonic()
     try:
         ids = []
         for index in range(COUNT):
@@ -40,20 +43,21 @@ def produce(namesrv_addr: str) -> list[str]:
             ids.append(result.msg_id)
         return ids
     finally:
-        producer.shutdown()
+        shutdown_clear_of_route_refresh(producer, producer_started)
 
 
 def pull(namesrv_addr: str) -> dict[bytes, int]:
     puller = PullConsumer("cpp_namesrv_puller")
     puller.set_namesrv_addr(namesrv_addr)
     puller.start()
+    puller_started = time.monotonic()
     try:
         bodies: dict[bytes, int] = {}
         for msg in puller.pull(TOPIC):
             bodies[msg.body] = bodies.get(msg.body, 0) + 1
         return bodies
     finally:
-        puller.shutdown()
+        shutdown_clear_of_route_refresh(puller, puller_started)
 
 
 async def test_cpp_client_sends_and_pulls_through_a_standalone_name_server(
