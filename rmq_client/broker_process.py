@@ -47,13 +47,16 @@ __all__ = [
 
 #: settings of a test broker unless its options say otherwise: 64 MiB commit-log segments and a
 #: small message index (the defaults take 1 GiB and 20 MB of disk as soon as a store is created);
-#: no gRPC port, whose default (8081) two brokers would compete for
+#: no gRPC port, whose default (8081) two brokers would compete for; an HA port of the system's
+#: choosing, not the listen port + 1, which another process may hold when a broker restarts on
+#: its port
 TEST_DEFAULTS: Final[Mapping[str, str]] = {
     "mapped_file_size_commit_log": str(64 << 20),
     "max_hash_slot_num": "5000",
     "max_index_num": "20000",
     "log_level": "info",
     "grpc_listen": "none",
+    "ha_listen_port": "0",
 }
 #: how many log lines a broker keeps (the oldest go first)
 MAX_LOG_LINES: Final = 20_000

@@ -4,6 +4,7 @@ clear errors of a broker that cannot run, exits or never listens."""
 from __future__ import annotations
 
 import pathlib
+import socket
 import ssl
 import subprocess
 import sys
@@ -91,6 +92,29 @@ def test_stop_restart_and_close(tmp_path: pathlib.Path) -> None:
     assert not broker.running
     # a store the caller gave is the caller's: close() leaves it
     assert (tmp_path / "store" / "commitlog").is_dir()
+
+
+def test_a_restart_on_its_port_needs_no_other_port_of_the_host(tmp_path: pathlib.Path) -> None:
+    """A broker restarted on its port while another process holds the port after it (a
+    master's HA port defaults to the listen port + 1) starts: test brokers take an HA port of
+    the system's choosing."""
+    broker = BrokerProcess(store_dir=tmp_path / "store")
+    try:
+        assert broker.stop() == 0
+        neighbour = socket.socket()
+        try:
+            try:
+                neighbour.bind(("127.0.0.1", broker.port + 1))
+            except OSError:
+                pass  # held by another process already: the restart meets the same case
+            else:
+                neighbour.listen()
+            broker.restart()
+            assert broker.running
+        finally:
+            neighbour.close()
+    finally:
+        broker.close()
 
 
 ACL = """
