@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from store.sql_filter.nodes import (
@@ -60,6 +60,18 @@ def matches(root: Node, properties: Mapping[str, str]) -> bool:
         return False
 
 
+def _junction(operands: Sequence[Node], props: Mapping[str, str], *, decisive: bool) -> Value:
+    """AND (`decisive` False) or OR (True): the decisive value as soon as an operand has it,
+    else unknown if an operand was unknown, else the other value."""
+    unknown = False
+    for operand in operands:
+        value = evaluate(operand, props)
+        if value is decisive:
+            return decisive
+        unknown = unknown or value is None
+    return None if unknown else not decisive
+
+
 def evaluate(node: Node, props: Mapping[str, str]) -> Value:
     if isinstance(node, Prop):
         return props.get(node.name)
@@ -68,21 +80,9 @@ def evaluate(node: Node, props: Mapping[str, str]) -> Value:
     if isinstance(node, Compare):
         return _compare_node(node, props)
     if isinstance(node, And):
-        unknown = False
-        for operand in node.operands:
-            value = evaluate(operand, props)
-            if value is False:
-                return False
-            unknown = unknown or value is None
-        return None if unknown else True
+        return _junction(node.operands, props, decisive=False)
     if isinstance(node, Or):
-        unknown = False
-        for operand in node.operands:
-            value = evaluate(operand, props)
-            if value is True:
-                return True
-            unknown = unknown or value is None
-        return None if unknown else False
+        return _junction(node.operands, props, decisive=True)
     if isinstance(node, Not):
         value = evaluate(node.operand, props)
         return None if value is None else value is not True
